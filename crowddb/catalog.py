@@ -1,0 +1,138 @@
+"""Column roles, persisted in ``crowddb_columns``: what is a quasi-identifier, sensitive, core, ground truth, key."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+import duckdb
+
+from ._resources import catalog_ddl
+from .errors import ArgumentError, PrivacyError, UnknownColumnError
+
+ROLES = ("quasi_identifier", "sensitive", "core", "ground_truth", "key")
+PROTECTED = ("sensitive", "ground_truth", "key")  # never published in a HIT (§2.2.1)
+
+
+@dataclasses.dataclass(frozen=True)
+class TableRoles:
+    """The roles declared for one table (column names as the table spells them)."""
+
+    table: str
+    quasi_identifiers: tuple[str, ...] = ()
+    kinds: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    sensitive: tuple[str, ...] = ()
+    core: tuple[str, ...] = ()
+    ground_truth: str | None = None
+    key: str | None = None
+
+    @property
+    def protected(self) -> set[str]:
+        """Columns that must never reach a HIT."""
+        out = set(self.sensitive)
+        out.update(c for c in (self.ground_truth, self.key) if c)
+        return out
+
+
+def ensure_catalog(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the catalog tables if missing (idempotent)."""
+    con.execute(catalog_ddl())
+
+
+def resolve_table(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """The table's (or view's) name as the database spells it; a clear error if there is none."""
+    rows = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE lower(table_name) = lower(?) AND NOT temporary "
+        "UNION ALL SELECT view_name FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal",
+        [table, table]).fetchall()
+    if not rows:
+        raise UnknownColumnError(f"no table or view named {table!r}")
+    return rows[0][0]
+
+
+def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    """Column names of a table, in order."""
+    rows = con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index",
+                       [table]).fetchall()
+    if not rows:  # a view
+        rel = con.table(table)
+        return list(rel.columns)
+    return [r[0] for r in rows]
+
+
+def _resolve_columns(names: Iterable[str], columns: list[str], table: str, role: str) -> list[str]:
+    lookup = {c.lower(): c for c in columns}
+    out = []
+    for name in names:
+        if not isinstance(name, str):
+            raise ArgumentError(f"{role}: column names must be strings, got {name!r}")
+        if name.lower() not in lookup:
+            raise UnknownColumnError(f"{role}: table {table!r} has no column {name!r}; it has {columns}")
+        out.append(lookup[name.lower()])
+    return out
+
+
+def declare_roles(con: duckdb.DuckDBPyConnection, table: str, *, quasi_identifiers: Iterable[str] = (),
+                  sensitive: Iterable[str] = (), core: Iterable[str] = (), ground_truth: str | None = None,
+                  key: str | None = None, kinds: Mapping[str, str] | None = None, replace: bool = True) -> TableRoles:
+    """Declare roles for ``table`` (all validated before anything is written; one transaction)."""
+    table = resolve_table(con, table)
+    columns = table_columns(con, table)
+    qi = _resolve_columns(quasi_identifiers, columns, table, "quasi_identifiers")
+    sens = _resolve_columns(sensitive, columns, table, "sensitive")
+    cor = _resolve_columns(core, columns, table, "core")
+    gt = _resolve_columns([ground_truth], columns, table, "ground_truth") if ground_truth else []
+    ky = _resolve_columns([key], columns, table, "key") if key else []
+    kinds = {(_resolve_columns([c], columns, table, "kinds")[0]): v for c, v in (kinds or {}).items()}
+    for col, kind in kinds.items():
+        if kind not in ("numeric", "ordinal", "categorical"):
+            raise ArgumentError(f"kind of {col!r} must be 'numeric', 'ordinal' or 'categorical', got {kind!r}")
+        if col not in qi:
+            raise ArgumentError(f"a kind is given for {col!r}, which is not declared a quasi-identifier")
+    clash = [(a, b, set(x) & set(y)) for a, x, b, y in [
+        ("quasi_identifiers", qi, "sensitive", sens), ("core", cor, "sensitive", sens),
+        ("core", cor, "ground_truth", gt), ("core", cor, "key", ky), ("quasi_identifiers", qi, "ground_truth", gt),
+        ("quasi_identifiers", qi, "key", ky)] if set(x) & set(y)]
+    if clash:
+        a, b, both = clash[0]
+        raise PrivacyError(f"columns {sorted(both)} of {table!r} cannot be both {a} and {b}")
+    rows = [(table, c, "quasi_identifier", kinds.get(c)) for c in qi]
+    rows += [(table, c, "sensitive", None) for c in sens] + [(table, c, "core", None) for c in cor]
+    rows += [(table, c, "ground_truth", None) for c in gt] + [(table, c, "key", None) for c in ky]
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if replace:
+            con.execute("DELETE FROM crowddb_columns WHERE table_name = ?", [table])
+        if rows:
+            con.executemany("INSERT OR REPLACE INTO crowddb_columns VALUES (?, ?, ?, ?)", rows)
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return roles_of(con, table)
+
+
+def roles_of(con: duckdb.DuckDBPyConnection, table: str) -> TableRoles:
+    """The roles declared for ``table`` (empty roles if none); checked against the table's current columns."""
+    rows = con.execute("SELECT column_name, role, kind FROM crowddb_columns WHERE lower(table_name) = lower(?) "
+                       "ORDER BY rowid", [table]).fetchall()
+    if not rows:
+        return TableRoles(table)
+    columns = table_columns(con, table)
+    lookup = {c.lower(): c for c in columns}
+    by_role: dict[str, list[str]] = {r: [] for r in ROLES}
+    kinds: dict[str, str | None] = {}
+    for column, role, kind in rows:
+        if column.lower() not in lookup:
+            raise UnknownColumnError(f"crowddb_columns declares {role} {column!r} for table {table!r}, "
+                                     f"which has no such column (columns: {columns})")
+        if role not in by_role:
+            raise ArgumentError(f"crowddb_columns has unknown role {role!r} for {table}.{column}")
+        by_role[role].append(lookup[column.lower()])
+        if role == "quasi_identifier":
+            kinds[lookup[column.lower()]] = kind
+    for single in ("ground_truth", "key"):
+        if len(by_role[single]) > 1:
+            raise ArgumentError(f"table {table!r} declares more than one {single} column: {by_role[single]}")
+    return TableRoles(table, tuple(by_role["quasi_identifier"]), kinds, tuple(by_role["sensitive"]),
+                      tuple(by_role["core"]), (by_role["ground_truth"] or [None])[0], (by_role["key"] or [None])[0])

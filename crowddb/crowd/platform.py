@@ -1,0 +1,60 @@
+"""The crowd platform interface: publish a batch of HITs, collect their assignments (columnar, Arrow-friendly)."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable
+
+import pandas as pd
+
+from .knowledge import KnowledgeBase
+
+
+@dataclasses.dataclass
+class HitBatch:
+    """HITs to publish, in columns.
+
+    ``hits``: hit_id, question, domain (tuple of answers, or None when the answer names one of the item's rows),
+    assignments, reward (per assignment), fee_rate.
+    ``items``: hit_id, item_no, row_no, then the published columns as the crowd sees them (strings). A tuple
+    operator's item has one row (row_no 1); a group operator's item has one row per candidate.
+    """
+
+    hits: pd.DataFrame
+    items: pd.DataFrame
+    published_columns: list[str]
+
+    @property
+    def n_assignments(self) -> int:
+        return int(self.hits["assignments"].sum()) if len(self.hits) else 0
+
+
+@dataclasses.dataclass
+class Collected:
+    """What came back: ``assignments`` (assignment_id, hit_id, worker_id) and ``answers``
+    (assignment_id, hit_id, item_no, worker_id, answer): an answer is a domain value or, for group items, a row_no."""
+
+    assignments: pd.DataFrame
+    answers: pd.DataFrame
+
+
+ProgressFn = Callable[[int], None]
+
+
+class Platform(abc.ABC):
+    """Where HITs go. A real marketplace implements publish/collect; the simulated crowd answers in-process."""
+
+    name: str = "platform"
+
+    @abc.abstractmethod
+    def workers(self) -> pd.DataFrame:
+        """Known workers: worker_id, quality (NaN where the platform cannot know it)."""
+
+    @abc.abstractmethod
+    def publish(self, batch: HitBatch, *, knowledge: KnowledgeBase | None = None) -> None:
+        """Post the HITs. ``knowledge`` is the world a simulated crowd answers from; a real platform ignores it."""
+
+    @abc.abstractmethod
+    def collect(self, hit_ids: list[str], *, progress: ProgressFn | None = None) -> Collected:
+        """Block until every assignment of these HITs is submitted; call ``progress(n_hits_done)`` as HITs finish."""

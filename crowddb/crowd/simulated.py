@@ -1,0 +1,158 @@
+"""The embedded simulated crowd: seeded workers of differing quality answering HITs from a knowledge base.
+
+A worker answers from knowledge with probability equal to its quality, otherwise makes an error: a uniformly
+drawn wrong answer (a random row for pick-a-row items). Knowledge is the ground truth of the nearest record to
+the tuple the worker imagines from the published values (see ``knowledge.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .._random import make_rng
+from ..errors import ArgumentError, PlatformError
+from .knowledge import KnowledgeBase
+from .platform import Collected, HitBatch, Platform, ProgressFn
+
+_CHUNK = 25  # HITs simulated per vectorized step (the progress bar advances per chunk)
+
+
+class SimulatedCrowd(Platform):
+    """An in-process crowd of ``n_workers`` whose qualities are drawn from Beta(a, b) (default mean 0.8)."""
+
+    name = "simulated"
+
+    def __init__(self, n_workers: int = 100, quality: tuple[float, float] = (8.0, 2.0),
+                 seed: int | np.random.Generator | None = None,
+                 qualities: np.ndarray | None = None) -> None:
+        if qualities is None:
+            if n_workers < 1:
+                raise ArgumentError("the simulated crowd needs at least one worker")
+            rng = make_rng(seed)
+            qualities = rng.beta(quality[0], quality[1], size=n_workers)
+            self._rng = rng
+        else:
+            qualities = np.asarray(qualities, dtype=float)
+            if qualities.ndim != 1 or len(qualities) == 0 or ((qualities < 0) | (qualities > 1)).any():
+                raise ArgumentError("worker qualities must be a non-empty list of probabilities in [0, 1]")
+            self._rng = make_rng(seed)
+        self._quality = qualities
+        self._ids = np.array([f"W{i + 1:04d}" for i in range(len(qualities))], dtype=object)
+        self._pending: dict[str, tuple[HitBatch, KnowledgeBase | None]] = {}
+
+    def workers(self) -> pd.DataFrame:
+        return pd.DataFrame({"worker_id": self._ids, "quality": self._quality})
+
+    def publish(self, batch: HitBatch, *, knowledge: KnowledgeBase | None = None) -> None:
+        if knowledge is None:
+            raise PlatformError("the simulated crowd needs a ground-truth column to answer from: declare one with "
+                                "role 'ground_truth' on the input table")
+        too_many = batch.hits["assignments"] > len(self._ids)
+        if too_many.any():
+            raise PlatformError(f"a HIT asks for {int(batch.hits['assignments'].max())} assignments but the "
+                                f"simulated crowd has {len(self._ids)} workers")
+        for hit_id in batch.hits["hit_id"]:
+            self._pending[hit_id] = (batch, knowledge)
+
+    def collect(self, hit_ids: list[str], *, progress: ProgressFn | None = None) -> Collected:
+        missing = [h for h in hit_ids if h not in self._pending]
+        if missing:
+            raise PlatformError(f"HITs never published: {missing[:5]}")
+        batches: dict[int, tuple[HitBatch, KnowledgeBase | None, list[str]]] = {}
+        for hit_id in hit_ids:
+            batch, knowledge = self._pending[hit_id]
+            batches.setdefault(id(batch), (batch, knowledge, []))[2].append(hit_id)
+        assignments, answers = [], []
+        for batch, knowledge, ids in batches.values():
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start:start + _CHUNK]
+                got = self._answer(batch, knowledge, chunk)
+                assignments.append(got.assignments)
+                answers.append(got.answers)
+                if progress is not None:
+                    progress(len(chunk))
+        for hit_id in hit_ids:
+            del self._pending[hit_id]
+        if not assignments:
+            return Collected(pd.DataFrame(columns=["assignment_id", "hit_id", "worker_id"]),
+                             pd.DataFrame(columns=["assignment_id", "hit_id", "item_no", "worker_id", "answer"]))
+        return Collected(pd.concat(assignments, ignore_index=True), pd.concat(answers, ignore_index=True))
+
+    def _answer(self, batch: HitBatch, knowledge: KnowledgeBase, hit_ids: list[str]) -> Collected:
+        """Simulate every assignment of ``hit_ids`` at once."""
+        rng = self._rng
+        hits = batch.hits.set_index("hit_id").loc[hit_ids]
+        n_hits, n_workers = len(hits), len(self._ids)
+        per_hit = hits["assignments"].to_numpy(np.int64)
+        width = int(per_hit.max())
+        # distinct workers per HIT: the first `a` of a random permutation of the pool
+        chosen = np.argsort(rng.random((n_hits, n_workers)), axis=1)[:, :width]
+        hit_of, slot = np.nonzero(np.arange(width)[None, :] < per_hit[:, None])
+        worker = chosen[hit_of, slot]
+        hit_ids_arr = np.asarray(hit_ids, dtype=object)
+        assignment_ids = pd.Series(hit_ids_arr[hit_of]) + "-A" + pd.Series(slot + 1).astype(str)
+        assignments = pd.DataFrame({"assignment_id": assignment_ids, "hit_id": hit_ids_arr[hit_of],
+                                    "worker_id": self._ids[worker]})
+        # (hit, slot) -> worker quality, as a (n_hits, width) table
+        quality = np.full((n_hits, width), np.nan)
+        quality[hit_of, slot] = self._quality[worker]
+
+        items = batch.items[batch.items["hit_id"].isin(hit_ids)]
+        hit_pos = pd.Index(hit_ids).get_indexer(items["hit_id"])
+        truth = knowledge.sample(items[knowledge.columns], width, rng)  # (rows, width)
+        domain = hits["domain"].iloc[0]
+        if domain is not None:
+            picked = self._pick_answer(truth, np.asarray(domain, dtype=object), quality[hit_pos], rng)
+            item_no = items["item_no"].to_numpy()
+            rows_hit = hit_pos
+        else:
+            target = hits["target"].to_numpy(dtype=object)
+            picked, item_no, rows_hit = self._pick_row(items, truth, target[hit_pos], quality[hit_pos], hit_pos, rng)
+        mask = np.arange(width)[None, :] < per_hit[rows_hit][:, None]
+        r, s = np.nonzero(mask)
+        answers = pd.DataFrame({
+            "assignment_id": (pd.Series(hit_ids_arr[rows_hit[r]]) + "-A" + pd.Series(s + 1).astype(str)).to_numpy(),
+            "hit_id": hit_ids_arr[rows_hit[r]],
+            "item_no": item_no[r],
+            "worker_id": self._ids[chosen[rows_hit[r], s]],
+            "answer": picked[r, s],
+        })
+        return Collected(assignments, answers)
+
+    @staticmethod
+    def _pick_answer(truth: np.ndarray, domain: np.ndarray, quality: np.ndarray,
+                     rng: np.random.Generator) -> np.ndarray:
+        """Choose-one-of-M: right with probability = quality, else a uniformly drawn wrong answer."""
+        m = len(domain)
+        code = pd.Index(domain).get_indexer(truth.ravel()).reshape(truth.shape)
+        knows = rng.random(truth.shape) < quality
+        unknown = code < 0  # the world's truth is not among the offered answers: the worker can only guess
+        guess = rng.integers(0, m, size=truth.shape)
+        wrong = rng.integers(0, max(m - 1, 1), size=truth.shape)
+        wrong = np.where(wrong >= code, wrong + 1, wrong) if m > 1 else np.zeros_like(wrong)
+        out = np.where(knows, code, wrong)
+        out = np.where(unknown, guess, out)
+        return domain[out]
+
+    @staticmethod
+    def _pick_row(items: pd.DataFrame, truth: np.ndarray, target: np.ndarray, quality: np.ndarray,
+                  hit_pos: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Pick-a-row: a knowing worker picks at random among rows whose truth is the target, else any row."""
+        segment = pd.factorize(pd.MultiIndex.from_arrays([items["hit_id"], items["item_no"]]))[0]
+        match = truth == target[:, None]
+        knows = rng.random(truth.shape) < quality
+        first_row = np.concatenate([[True], segment[1:] != segment[:-1]])
+        starts = np.flatnonzero(first_row)
+        knows_item = knows[starts]  # one coin per (item, slot), taken at the item's first row
+        knows_row = knows_item[np.cumsum(first_row) - 1]
+        score = rng.random(truth.shape) + np.where(knows_row & match, 1.0, 0.0)
+        n_items = len(starts)
+        best = np.empty((n_items, truth.shape[1]), dtype=object)
+        row_no = items["row_no"].to_numpy()
+        for s in range(truth.shape[1]):  # one vectorized segment-argmax per assignment slot (at most a handful)
+            idx = np.lexsort((score[:, s], segment))
+            last = np.concatenate([idx[np.flatnonzero(np.diff(segment[idx]))], idx[-1:]])
+            best[:, s] = row_no[last].astype(str)
+        item_no = items["item_no"].to_numpy()[starts]
+        return best, item_no, hit_pos[starts]

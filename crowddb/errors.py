@@ -1,0 +1,39 @@
+"""One error hierarchy for crowddb: every error a user can trigger is a CrowdDBError raised at the boundary."""
+
+from __future__ import annotations
+
+
+class CrowdDBError(Exception):
+    """Base class of every error crowddb raises on purpose."""
+
+
+class SQLParseError(CrowdDBError):
+    """The SQL text could not be parsed."""
+
+
+class UnknownOperatorError(CrowdDBError):
+    """A function name looked like a crowd operator but none is registered under it."""
+
+
+class ArgumentError(CrowdDBError, ValueError):
+    """An operator or algorithm got an unknown, missing, mistyped or out-of-range argument."""
+
+
+class UnknownColumnError(ArgumentError):
+    """A named column does not exist in the input."""
+
+
+class EmptyInputError(ArgumentError):
+    """An operator's input has no rows."""
+
+
+class BudgetExceededError(CrowdDBError):
+    """A query's estimated crowd cost exceeds its budget; nothing was published."""
+
+
+class PrivacyError(CrowdDBError):
+    """A privacy requirement (k, l, epsilon, roles) cannot be met for the given input."""
+
+
+class PlatformError(CrowdDBError):
+    """The crowd platform failed to publish HITs or to return assignments."""

@@ -1,0 +1,40 @@
+"""What every operator run needs from its connection: the DuckDB connection, the platform, seeds, budgets."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import duckdb
+import numpy as np
+
+from ..crowd import Platform
+from ..udf import Registry
+
+
+@dataclasses.dataclass
+class OperatorContext:
+    """Per-query context handed to operators by the planner."""
+
+    con: duckdb.DuckDBPyConnection
+    platform: Platform
+    registry: Registry
+    seed: int | None = None
+    query: str = ""
+    dry_run: bool = False
+    progress: bool = True
+    budget: float | None = None  # per query, across its operators
+    spent: float = 0.0
+    plans: list = dataclasses.field(default_factory=list)  # OperatorPlan of every operator, in run order
+    reports: list = dataclasses.field(default_factory=list)  # privacy/quality reports of table functions
+
+    def next_id(self, table: str, column: str) -> int:
+        """Next integer id of a catalog table (run ids, release ids)."""
+        return int(self.con.execute(f'SELECT coalesce(max("{column}"), 0) + 1 FROM "{table}"').fetchone()[0])
+
+    def rng(self, run_id: int, seed: int | None = None) -> np.random.Generator:
+        """The Generator of one operator run: from the call's seed, else the connection's seed and the run id."""
+        if seed is not None:
+            return np.random.default_rng(seed)
+        if self.seed is None:
+            return np.random.default_rng()
+        return np.random.default_rng([self.seed, run_id])

@@ -1,0 +1,462 @@
+"""Run one human-operator call: anonymize, batch into HITs, check budget and cache, publish, collect, aggregate.
+
+The planner hands over the operator's input as a DataFrame with fixed column names (see ``HumanInput``) and gets
+back one answer per input row (tuple operators) or per group (group operators).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ..crowd import HitBatch, KnowledgeBase
+from ..errors import ArgumentError, BudgetExceededError, EmptyInputError, PrivacyError
+from ..udf import HumanOperator
+from .context import OperatorContext
+
+ROW_ID = "__crowd_row"      # position of the row in the operator's input
+GROUP_ID = "__crowd_group"  # group number (group operators)
+TRUTH = "__crowd_truth"     # hidden ground truth (never published; the simulated crowd's knowledge)
+KEY = "__crowd_key"         # the value a group operator returns for the chosen row
+_PROGRESS_MIN_HITS = 4
+
+
+@dataclasses.dataclass
+class HumanInput:
+    """An operator call bound to its input: the rows, what is published, and how QIs are generalized."""
+
+    op: HumanOperator
+    frame: pd.DataFrame            # ROW_ID, [GROUP_ID], [TRUTH], [KEY], then the published columns
+    published: list[str]           # published column names (their names in the HIT)
+    quasi_identifiers: list[str]   # subset of published that must be generalized
+    kinds: dict[str, str]          # QI kinds where declared
+    protected: set[str]            # names that must never be published (sensitive, ground truth, key)
+    args: dict[str, Any]           # the operator's own positional arguments (e.g. job)
+    budget: float | None = None
+    seed: int | None = None
+
+
+@dataclasses.dataclass
+class OperatorPlan:
+    """What one operator call posts (or would post) and under which privacy parameters; the row of explain()."""
+
+    operator: str
+    kind: str
+    input_rows: int
+    items: int
+    cached_items: int
+    hits: int
+    assignments: int
+    estimated_cost: float
+    budget: float | None
+    k: int | None
+    anonymizer: str
+    ncp: float | None = None
+    accuracy_lower: float | None = None
+    accuracy_upper: float | None = None
+    epsilon: float | None = None
+    delta: float | None = None
+    rounds: int = 1
+    note: str = ""
+
+    def as_row(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def render(values: pd.Series) -> pd.Series:
+    """Published text of a column: integers without '.0', NULL shown as '*' (nothing known)."""
+    if pd.api.types.is_float_dtype(values) and values.dropna().mod(1).eq(0).all():
+        out = values.astype("Int64").astype(str)
+    else:
+        out = values.astype(str)
+    return out.where(values.notna(), "*")
+
+
+class HumanOperatorRun:
+    """One call of a human operator over its materialized input."""
+
+    def __init__(self, ctx: OperatorContext, call: HumanInput) -> None:
+        self.ctx, self.call, self.op = ctx, call, call.op
+        if len(call.frame) == 0:
+            raise EmptyInputError(f"{self.op.name}: the input has no rows; nothing to ask the crowd")
+        leaked = set(call.published) & call.protected
+        if leaked:  # the planner never asks for this; the check stays as the last line of defence
+            raise PrivacyError(f"{self.op.name}: columns {sorted(leaked)} are sensitive/ground truth/key "
+                               "and cannot be published")
+        if not call.published:
+            raise ArgumentError(f"{self.op.name}: no column is left to publish (all are sensitive, ground truth "
+                                "or key); declare core columns or pass columns explicitly")
+        self.run_id = ctx.next_id("crowddb_runs", "run_id")
+        self.rng = ctx.rng(self.run_id, call.seed)
+        self.question = self.op.question.format(**{k: v for k, v in call.args.items()})
+        self.domain = self._domain()
+        self.release_row: dict[str, Any] | None = None
+        self.extra_tables: list[tuple[str, pd.DataFrame]] = []
+
+    # ----------------------------------------------------------------------------------------------- set-up
+    def _domain(self) -> tuple[str, ...] | None:
+        """The answers a worker may give: None for pick-a-row (group) operators."""
+        if self.op.kind == "group":
+            return None
+        if isinstance(self.op.domain, tuple):
+            if len(self.op.domain) < 2:
+                raise ArgumentError(f"{self.op.name}: the answer domain needs at least two answers")
+            return self.op.domain
+        if TRUTH not in self.call.frame:
+            raise ArgumentError(f"{self.op.name}: its answer domain comes from the ground-truth column, and the "
+                                "input has none; declare a ground_truth column or pass domain := [...]")
+        values = self.call.frame[TRUTH].dropna().astype(str).unique()
+        return tuple(sorted(values))
+
+    def _knowledge(self, raw: pd.DataFrame) -> KnowledgeBase | None:
+        if TRUTH not in self.call.frame:
+            return None
+        truth = self.call.frame[TRUTH].astype(object).where(self.call.frame[TRUTH].notna(), None)
+        return KnowledgeBase(raw, truth.astype(str).to_numpy(dtype=object))
+
+    def _signature(self) -> str:
+        sig = json.dumps([self.op.name, self.op.kind, self.question, self.domain, self.call.published])
+        return hashlib.sha1(sig.encode()).hexdigest()[:16]
+
+    # ---------------------------------------------------------------------------------------- anonymization
+    def _publishable(self) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+        """The published columns as text, QIs generalized to k-anonymous groups (kanon-crowd-db §2.2)."""
+        call, op = self.call, self.op
+        raw = call.frame[call.published]
+        if not call.quasi_identifiers:
+            if op.anonymizer not in ("none", "mondrian", "fka", "datafly", "incognito"):
+                raise ArgumentError(f"unknown anonymizer {op.anonymizer!r}")
+            return raw.apply(render), None
+        if op.anonymizer == "none":
+            raise PrivacyError(f"{op.name}: anonymizer 'none' is only allowed when no quasi-identifier is published; "
+                               f"{call.quasi_identifiers} are quasi-identifiers")
+        from ..anonymize import anonymize  # the algorithm layer
+
+        options: dict[str, Any] = {}
+        if op.anonymizer == "fka":
+            options["ask"] = self._fka_ask(raw)
+        release = anonymize(raw, list(call.quasi_identifiers), int(op.k), method=op.anonymizer,
+                            kinds=dict(call.kinds) or None, seed=self.rng, **options)
+        table = release.table[call.published].copy()
+        for col in call.published:
+            if col not in call.quasi_identifiers:
+                table[col] = render(raw[col])
+        return table.astype(str), release.metrics
+
+    def _fka_ask(self, raw: pd.DataFrame):
+        raise ArgumentError("anonymizer 'fka' is not wired into the engine yet")
+
+    # ------------------------------------------------------------------------------------------------ items
+    def _items(self, shown: pd.DataFrame) -> pd.DataFrame:
+        """Round-1 question items in shuffled order: item_id, ROW_ID, row_no, row_hash, item_key, occurrence."""
+        n = len(shown)
+        if self.op.kind == "group":
+            return self._group_round_items(self.call.frame[GROUP_ID].to_numpy(), np.arange(n), 0)
+        order = self.rng.permutation(n)  # rows are shuffled before they are grouped into HITs
+        row_hash = pd.util.hash_pandas_object(shown, index=False).to_numpy()[order]
+        items = pd.DataFrame({"item_id": np.arange(n), ROW_ID: order, "row_no": 1, "row_hash": row_hash})
+        items["item_key"] = np.char.add(self._signature() + ":", row_hash.astype(str)).astype(object)
+        return self._with_occurrence(items)
+
+    def _group_round_items(self, groups: np.ndarray, rows: np.ndarray, first_id: int) -> pd.DataFrame:
+        """Items of one knock-out round over the given rows of each group (shuffled, then chunked)."""
+        order = self.rng.permutation(len(rows))
+        row_hash = pd.util.hash_pandas_object(self.shown.iloc[rows[order]], index=False).to_numpy()
+        items = self._group_items(groups[order], rows[order], row_hash)
+        items["item_id"] += first_id
+        sig = self._signature()
+        items["item_key"] = items.groupby("item_id")["row_hash"].transform(
+            lambda h: sig + ":" + hashlib.sha1(h.to_numpy().tobytes()).hexdigest()[:20])
+        return self._with_occurrence(items)
+
+    @staticmethod
+    def _with_occurrence(items: pd.DataFrame) -> pd.DataFrame:
+        """Number identical items 0, 1, ...: the n-th copy of the same content reuses the n-th purchase."""
+        first = items.drop_duplicates("item_id")
+        occurrence = pd.Series(first.groupby("item_key").cumcount().to_numpy(), index=first["item_id"].to_numpy())
+        items["occurrence"] = items["item_id"].map(occurrence).astype(np.int64)
+        return items
+
+    def _group_items(self, group: np.ndarray, rows: np.ndarray, row_hash: np.ndarray) -> pd.DataFrame:
+        """Round-1 items of a group operator: each group cut into balanced chunks of at most N rows,
+        rows inside an item ordered by content (so the cache key and the answer's row_no are stable)."""
+        n_per_hit = self.op.tuples_per_hit
+        df = pd.DataFrame({"group": group, ROW_ID: rows, "row_hash": row_hash})
+        size = df.groupby("group")["group"].transform("size").to_numpy()
+        chunks = np.ceil(size / n_per_hit).astype(np.int64)
+        pos = df.groupby("group").cumcount().to_numpy()
+        df["chunk"] = pos % chunks  # round-robin over the shuffled rows: balanced chunk sizes
+        df = df.sort_values(["group", "chunk", "row_hash"], kind="stable")
+        df["item_id"] = pd.factorize(pd.MultiIndex.from_arrays([df["group"], df["chunk"]]))[0]
+        df["row_no"] = df.groupby("item_id").cumcount() + 1
+        return df.reset_index(drop=True)
+
+    # ------------------------------------------------------------------------------------------------ cache
+    def _cached(self, items: pd.DataFrame) -> pd.DataFrame:
+        """Answers already bought for these items: item_key, occurrence, worker_id, answer (first A per item)."""
+        need = items.drop_duplicates("item_id")[["item_key", "occurrence"]]
+        con = self.ctx.con
+        con.register("__crowd_need", need)
+        try:
+            got = con.execute(
+                "SELECT a.item_key, a.occurrence, a.worker_id, a.answer, a.assignment_id "
+                "FROM crowddb_answers a JOIN __crowd_need n USING (item_key, occurrence) "
+                "ORDER BY a.item_key, a.occurrence, a.assignment_id").df()
+        finally:
+            con.unregister("__crowd_need")
+        got["rank"] = got.groupby(["item_key", "occurrence"]).cumcount()
+        return got[got["rank"] < self.op.assignments].drop(columns="rank")
+
+    # ------------------------------------------------------------------------------------------------- HITs
+    def _hits(self, items: pd.DataFrame, have: pd.Series, round_no: int, start: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Pack items that still need answers into HITs of at most N tuples; one HIT layout per missing count.
+
+        Returns ``hits`` (hit_id, assignments, round) and ``layout`` (item_id, hit_id, item_no)."""
+        per_item = items.groupby("item_id", sort=False).agg(rows=("row_no", "size"), item_key=("item_key", "first"),
+                                                           occurrence=("occurrence", "first"))
+        index = pd.MultiIndex.from_arrays([per_item["item_key"], per_item["occurrence"]])
+        got = have.reindex(index).fillna(0).to_numpy(np.int64)
+        per_item["need"] = self.op.assignments - got
+        per_item = per_item[per_item["need"] > 0]
+        hits, layout = [], []
+        n = start
+        for need, part in per_item.groupby("need", sort=True):
+            hit_no = self._pack(part["rows"].to_numpy()) + n
+            ids = np.char.add(f"R{self.run_id}-", np.char.zfill((hit_no + 1).astype(str), 5)).astype(object)
+            item_no = pd.Series(hit_no).groupby(hit_no).cumcount().to_numpy() + 1
+            layout.append(pd.DataFrame({"item_id": part.index.to_numpy(), "hit_id": ids, "item_no": item_no}))
+            unique_ids = pd.unique(ids)
+            hits.append(pd.DataFrame({"hit_id": unique_ids, "assignments": int(need), "round": round_no}))
+            n += len(unique_ids)
+        if not hits:
+            return (pd.DataFrame({"hit_id": [], "assignments": [], "round": []}),
+                    pd.DataFrame({"item_id": [], "hit_id": [], "item_no": []}))
+        return pd.concat(hits, ignore_index=True), pd.concat(layout, ignore_index=True)
+
+    def _pack(self, rows: np.ndarray) -> np.ndarray:
+        """HIT number of each item, filling HITs in order up to tuples_per_hit rows."""
+        cap = self.op.tuples_per_hit
+        if (rows == 1).all():
+            return np.arange(len(rows)) // cap
+        out = np.empty(len(rows), dtype=np.int64)
+        hit, fill = 0, 0
+        for i, r in enumerate(rows.tolist()):  # group items: one step per item (a group chunk), never per row
+            if fill + r > cap and fill > 0:
+                hit, fill = hit + 1, 0
+            out[i] = hit
+            fill += r
+        return out
+
+    # -------------------------------------------------------------------------------------------------- run
+    def run(self) -> tuple[pd.DataFrame | None, OperatorPlan]:
+        """Plan, and unless dry-run, buy and aggregate the answers.
+
+        Returns (answers, plan): answers has ROW_ID + answer (tuple operators) or GROUP_ID + answer (group)."""
+        call, op = self.call, self.op
+        shown, metrics = self._publishable()
+        self.shown = shown
+        items = self._items(shown)
+        cached = self._cached(items)
+        have = cached.groupby(["item_key", "occurrence"]).size()
+        hits, layout = self._hits(items, have, 1, 0)
+        n_items = items["item_id"].nunique()
+        cached_items = int((have >= op.assignments).sum())
+        later = self._later_round_hits(items) if op.kind == "group" else 0
+        assignments = int(hits["assignments"].sum()) + later * op.assignments
+        plan = OperatorPlan(
+            operator=op.name, kind=op.kind, input_rows=len(call.frame), items=n_items, cached_items=cached_items,
+            hits=len(hits) + later, assignments=assignments,
+            estimated_cost=round(assignments * op.cost_per_assignment, 4), budget=self._budget(),
+            k=int(op.k) if call.quasi_identifiers else None,
+            anonymizer=op.anonymizer if call.quasi_identifiers else "none",
+            ncp=(metrics or {}).get("ncp"), rounds=1 + (later > 0),
+            note="later knock-out rounds estimated without cache" if later else "")
+        self.plan = plan
+        self.metrics = metrics
+        self.ctx.plans.append(plan)
+        if self.ctx.dry_run:
+            return None, plan
+        budget = self._budget()
+        if budget is not None and plan.estimated_cost > budget + 1e-9:
+            raise BudgetExceededError(
+                f"{op.name}: estimated cost ${plan.estimated_cost:,.2f} ({plan.assignments} assignments at "
+                f"${op.cost_per_assignment:.4f} each) exceeds the budget ${budget:,.2f}; nothing was published")
+        knowledge = self._knowledge(call.frame[call.published])
+        self._bought: list[tuple[HitBatch, Any]] = []
+        bar = tqdm(total=plan.hits, desc=f"{op.name}: HITs", unit="HIT", leave=False,
+                   disable=not (self.ctx.progress and sys.stderr.isatty() and plan.hits >= _PROGRESS_MIN_HITS))
+        try:
+            if op.kind == "tuple":
+                answers = self._round(items, cached, hits, layout, knowledge, bar, 1)
+                result = items[[ROW_ID, "item_id"]].merge(answers, on="item_id")[[ROW_ID, "answer"]]
+            else:
+                result = self._tournament(items, cached, hits, layout, knowledge, bar)
+        finally:
+            bar.close()
+        self._persist()
+        self.ctx.spent += self.spent
+        return result, plan
+
+    def _budget(self) -> float | None:
+        """The tighter of the call's budget and what is left of the query's budget."""
+        limits = [b for b in (self.call.budget,
+                              None if self.ctx.budget is None else self.ctx.budget - self.ctx.spent) if b is not None]
+        return min(limits) if limits else None
+
+    def _later_round_hits(self, items: pd.DataFrame) -> int:
+        """Estimated HITs of the knock-out rounds after the first: each round's winners, N rows per HIT."""
+        cap = self.op.tuples_per_hit
+        groups = self.call.frame[GROUP_ID].to_numpy()[items.drop_duplicates("item_id")[ROW_ID].to_numpy()]
+        winners = pd.Series(groups).value_counts().to_numpy()  # items per group = winners entering round 2
+        total = 0
+        while (winners > 1).any():
+            winners = winners[winners > 1]
+            total += int(np.ceil(winners.sum() / cap))
+            winners = np.ceil(winners / cap).astype(np.int64)
+        return total
+
+    def _round(self, items: pd.DataFrame, cached: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame,
+               knowledge: KnowledgeBase | None, bar: Any, round_no: int) -> pd.DataFrame:
+        """Buy the missing answers of one round and aggregate: returns item_id, answer."""
+        op = self.op
+        spend = float(hits["assignments"].sum()) * op.cost_per_assignment if len(hits) else 0.0
+        budget = self._budget()
+        if budget is not None and self.spent + spend > budget + 1e-9:
+            raise BudgetExceededError(f"{op.name}: round {round_no} would bring the cost to "
+                                      f"${self.spent + spend:,.2f}, over the budget ${budget:,.2f}")
+        answers = [cached.merge(items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence"]],
+                                on=["item_key", "occurrence"])[["item_id", "worker_id", "answer"]]]
+        if len(hits):
+            batch = self._batch(items, hits, layout)
+            self.ctx.platform.publish(batch, knowledge=knowledge)
+            got = self.ctx.platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update)
+            ident = items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence"]]
+            got.answers = got.answers.merge(layout, on=["hit_id", "item_no"]).merge(ident, on="item_id")
+            self._bought.append((batch, got, layout.merge(ident, on="item_id")))
+            self.spent += spend
+            answers.append(got.answers[["item_id", "worker_id", "answer"]])
+        return self._aggregate(pd.concat(answers, ignore_index=True))
+
+    def _batch(self, items: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame) -> HitBatch:
+        """The HITs in the platform's columnar form: only published text leaves here."""
+        rows = items.merge(layout, on="item_id").sort_values(["hit_id", "item_no", "row_no"], kind="stable")
+        shown = self.shown.iloc[rows[ROW_ID].to_numpy()].reset_index(drop=True)
+        table = pd.concat([rows[["hit_id", "item_no", "row_no"]].reset_index(drop=True), shown], axis=1)
+        hit_rows = hits.assign(
+            question=self.question, domain=[self.domain] * len(hits), reward=self.op.reward, fee_rate=self.op.fee,
+            target=self.call.args.get("job", next(iter(self.call.args.values()), None)))
+        return HitBatch(hit_rows.reset_index(drop=True), table, list(self.call.published))
+
+    def _aggregate(self, answers: pd.DataFrame) -> pd.DataFrame:
+        """One answer per item from its assignments, with the operator's truth-inference method."""
+        from ..truth import discover
+
+        result = discover(answers, object="item_id", source="worker_id", value="answer",
+                          method=self.op.aggregation, seed=int(self.rng.integers(2**31)))
+        out = result.objects.rename(columns={"object": "item_id", "truth": "answer"})
+        return out[["item_id", "answer"]]
+
+    def _tournament(self, items: pd.DataFrame, cached: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame,
+                    knowledge: KnowledgeBase | None, bar: Any) -> pd.DataFrame:
+        """Group operators: knock-out rounds until each group has one winner; returns GROUP_ID, answer (key)."""
+        group_of, key = self.call.frame[GROUP_ID].to_numpy(), self.call.frame[KEY].to_numpy()
+        decided, round_no, start = [], 1, 0
+        while True:
+            winners = self._round(items, cached, hits, layout, knowledge, bar, round_no)
+            chosen = items.merge(winners, on="item_id")
+            chosen = chosen[chosen["row_no"].astype(str) == chosen["answer"].astype(str)]
+            rows = chosen[ROW_ID].to_numpy()
+            groups = group_of[rows]
+            counts = pd.Series(groups).value_counts()
+            final = np.isin(groups, counts.index[counts == 1].to_numpy())
+            decided.append(pd.DataFrame({GROUP_ID: groups[final], "answer": key[rows[final]]}))
+            if final.all():
+                return pd.concat(decided, ignore_index=True)
+            round_no, start = round_no + 1, start + len(hits)
+            items = self._group_round_items(groups[~final], rows[~final], int(items["item_id"].max()) + 1)
+            cached = self._cached(items)
+            hits, layout = self._hits(items, cached.groupby(["item_key", "occurrence"]).size(), round_no, start)
+
+    # ---------------------------------------------------------------------------------------------- persist
+    def _persist(self) -> None:
+        """Write the run, its release, HITs, items, assignments, answers and payments in one transaction."""
+        con, op = self.ctx.con, self.op
+        plan = self.plan
+        hits = [b.hits for b, _, _ in self._bought]
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, "
+                        "cached_items, cost, k, anonymizer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [self.run_id, op.name, self.ctx.query, plan.input_rows, int(sum(len(h) for h in hits)),
+                         int(sum(h["assignments"].sum() for h in hits)), plan.cached_items, round(self.spent, 4),
+                         plan.k, plan.anonymizer])
+            if self.metrics is not None:
+                release_id = self.ctx.next_id("crowddb_releases", "release_id")
+                con.execute("INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, params, metrics) "
+                            "VALUES (?, ?, 'anonymization', ?, ?, ?, ?)",
+                            [release_id, self.run_id, op.anonymizer, int(op.k),
+                             json.dumps({"quasi_identifiers": list(self.call.quasi_identifiers)}),
+                             json.dumps(self.metrics, default=float)])
+            for batch, got, keys in self._bought:
+                self._insert_batch(batch, got, keys)
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+
+    def _insert_batch(self, batch: HitBatch, got: Any, keys: pd.DataFrame) -> None:
+        con = self.ctx.con
+        hits = batch.hits.assign(
+            operator=self.op.name, run_id=self.run_id, platform=self.ctx.platform.name, status="completed",
+            domain=json.dumps(list(self.domain)) if self.domain is not None else None,
+            n_items=batch.hits["hit_id"].map(batch.items.groupby("hit_id")["item_no"].nunique()))
+        items = batch.items.merge(keys[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
+        answers = got.answers
+        payments = got.assignments.assign(reward=self.op.reward, fee=self.op.reward * self.op.fee)
+        content = _content_sql(batch.published_columns, group=self.op.kind == "group")
+        for name, frame in (("__crowd_h", hits), ("__crowd_i", items), ("__crowd_a", got.assignments),
+                            ("__crowd_ans", answers), ("__crowd_p", payments)):
+            con.register(name, frame)
+        try:
+            con.execute("INSERT INTO crowddb_hits (hit_id, run_id, operator, question, domain, n_items, assignments, "
+                        "reward, fee_rate, platform, status) SELECT hit_id, run_id, operator, question, domain, "
+                        "n_items, assignments, reward, fee_rate, platform, status FROM __crowd_h")
+            con.execute(f"INSERT INTO crowddb_hit_items (hit_id, item_no, item_key, occurrence, content) {content}")
+            con.execute("INSERT INTO crowddb_assignments (assignment_id, hit_id, worker_id) "
+                        "SELECT assignment_id, hit_id, worker_id FROM __crowd_a")
+            con.execute("INSERT INTO crowddb_answers SELECT assignment_id, hit_id, item_no, item_key, occurrence, "
+                        "worker_id, CAST(answer AS VARCHAR) FROM __crowd_ans")
+            con.execute("INSERT INTO crowddb_payments (assignment_id, hit_id, worker_id, reward, fee) "
+                        "SELECT assignment_id, hit_id, worker_id, reward, fee FROM __crowd_p")
+        finally:
+            for name in ("__crowd_h", "__crowd_i", "__crowd_a", "__crowd_ans", "__crowd_p"):
+                con.unregister(name)
+
+
+def _content_sql(columns: list[str], group: bool) -> str:
+    """SELECT of one JSON content value per HIT item from __crowd_i, built as an AST (identifiers quoted)."""
+    from sqlglot import exp
+
+    struct = exp.Struct(expressions=[
+        exp.PropertyEQ(this=exp.to_identifier(c, quoted=True), expression=exp.column(c, quoted=True))
+        for c in columns])
+    value: exp.Expression = struct
+    if group:
+        value = exp.Anonymous(this="list", expressions=[exp.Order(
+            this=struct, expressions=[exp.Ordered(this=exp.column("row_no"))])])
+    select = exp.select("hit_id", "item_no", exp.func("any_value", exp.column("item_key")),
+                        exp.func("any_value", exp.column("occurrence")),
+                        exp.Anonymous(this="to_json", expressions=[value])).from_("__crowd_i")
+    if group:
+        select = select.group_by("hit_id", "item_no")
+    else:
+        select = exp.select("hit_id", "item_no", "item_key", "occurrence",
+                            exp.Anonymous(this="to_json", expressions=[struct])).from_("__crowd_i")
+    return select.sql("duckdb")

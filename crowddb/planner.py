@@ -1,0 +1,609 @@
+"""The planner: find crowd operators in the SQL tree, run them innermost first, splice their results back.
+
+Human operators in a SELECT become a join to a temp table of answers keyed by the input rows' identity (their
+``rowid``); table functions become a temp table in place of the call. The rest of the query runs in DuckDB as
+written. Every rewrite is an AST transformation (sqlglot); identifiers are quoted through the AST.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import sqlglot
+from sqlglot import exp
+
+from .catalog import TableRoles, roles_of
+from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
+from .operators.context import OperatorContext
+from .operators.human import GROUP_ID, KEY, ROW_ID, TRUTH, HumanInput, HumanOperatorRun
+from .udf import OVERRIDES
+
+DIALECT = "duckdb"
+_ID = "__crowd_id"
+_GROUP = "__crowd_g"
+_ANSWER = "answer"
+_counter = itertools.count(1)
+
+TableFunction = Callable[[OperatorContext, pd.DataFrame, dict[str, Any], str], pd.DataFrame]
+
+
+def literal_value(node: exp.Expression, what: str) -> Any:
+    """A Python value from a literal argument (string, number, boolean, NULL, list); anything else is an error."""
+    if isinstance(node, exp.Neg):
+        return -literal_value(node.this, what)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        text = node.this
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Array):
+        return [literal_value(e, what) for e in node.expressions]
+    if isinstance(node, (exp.Column, exp.Identifier)) and what.endswith("column"):
+        return node.name
+    raise ArgumentError(f"{what} must be a literal value, got {node.sql(DIALECT)!r}")
+
+
+def split_arguments(call: exp.Func, what: str) -> tuple[list[exp.Expression], dict[str, Any]]:
+    """Positional argument nodes, and named arguments (name := literal) as Python values."""
+    positional, named = [], {}
+    for arg in call.expressions:
+        if isinstance(arg, (exp.PropertyEQ, exp.Kwarg, exp.EQ)) and isinstance(arg.this, (exp.Identifier, exp.Column)):
+            name = arg.this.name.lower()
+            if name in named:
+                raise ArgumentError(f"{what}: argument {name!r} given twice")
+            named[name] = literal_value(arg.expression, f"{what}: argument {name!r}")
+        else:
+            if named:
+                raise ArgumentError(f"{what}: positional argument after named arguments")
+            positional.append(arg)
+    return positional, named
+
+
+@dataclasses.dataclass
+class _Source:
+    """One FROM/JOIN item of a scope: its alias, the table it reads, its columns and roles."""
+
+    alias: str
+    table: str
+    columns: list[str]
+    roles: TableRoles
+
+
+class Planner:
+    """Rewrites one statement, running its crowd operators through ``ctx``."""
+
+    def __init__(self, ctx: OperatorContext, table_functions: dict[str, TableFunction]) -> None:
+        self.ctx = ctx
+        self.table_functions = {k.lower(): v for k, v in table_functions.items()}
+
+    # ------------------------------------------------------------------------------------------- detection
+    def is_human(self, node: exp.Expression) -> bool:
+        return isinstance(node, exp.Anonymous) and node.name in self.ctx.registry
+
+    def is_table_function(self, node: exp.Expression) -> bool:
+        return (isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous)
+                and node.this.name.lower() in self.table_functions)
+
+    def crowd_nodes(self, root: exp.Expression) -> list[exp.Expression]:
+        return [n for n in root.walk() if self.is_human(n) or self.is_table_function(n)]
+
+    def has_crowd(self, root: exp.Expression) -> bool:
+        return any(True for _ in self.crowd_nodes(root))
+
+    # ------------------------------------------------------------------------------------------------ main
+    def rewrite(self, tree: exp.Expression) -> exp.Expression:
+        """Run every crowd operator of ``tree`` (innermost first) and return the rewritten tree."""
+        for _ in range(10_000):
+            ready = self._next_ready(tree)
+            if ready is None:
+                return tree
+            if self.is_table_function(ready):
+                self._run_table_function(ready)
+            else:
+                self._run_scope(ready)
+        raise ArgumentError("too many crowd operators in one statement")  # pragma: no cover
+
+    def _next_ready(self, tree: exp.Expression) -> exp.Expression | None:
+        """A crowd node whose inputs hold no other crowd node: a table function, or a SELECT with human calls."""
+        nodes = self.crowd_nodes(tree)
+        if not nodes:
+            return None
+        for node in sorted(nodes, key=lambda n: -n.depth):
+            if self.is_table_function(node):
+                inner = [n for n in self.crowd_nodes(node.this) if n is not node]
+                if not inner and not self._pending_ctes(node):
+                    return node
+                continue
+            scope = node.find_ancestor(exp.Select)
+            if scope is None:
+                raise ArgumentError(f"{node.name}: a human operator must be used inside a SELECT")
+            for arg in node.expressions:
+                if self.crowd_nodes(arg):
+                    raise ArgumentError(f"{node.name}: crowd operators cannot be nested inside its arguments")
+            others = [n for n in self.crowd_nodes(scope) if not (self.is_human(n) and self._scope_of(n) is scope)]
+            if not others and not self._pending_ctes(scope):
+                return scope
+        raise ArgumentError("cannot order the crowd operators of this statement (circular dependency)")
+
+    @staticmethod
+    def _scope_of(node: exp.Expression) -> exp.Select | None:
+        return node.find_ancestor(exp.Select)
+
+    def _visible_ctes(self, node: exp.Expression) -> dict[str, exp.CTE]:
+        """CTEs visible from ``node``: those of every enclosing WITH, innermost winning."""
+        out: dict[str, exp.CTE] = {}
+        for ancestor in reversed(list(_ancestors(node))):
+            with_ = ancestor.args.get("with") or ancestor.args.get("with_")
+            if isinstance(with_, exp.With):
+                for cte in with_.expressions:
+                    out[cte.alias_or_name.lower()] = cte
+        return out
+
+    def _referenced_ctes(self, node: exp.Expression) -> list[exp.CTE]:
+        """CTEs ``node`` reads, transitively."""
+        visible = self._visible_ctes(node)
+        seen: dict[str, exp.CTE] = {}
+        todo = [node]
+        while todo:
+            current = todo.pop()
+            for table in current.find_all(exp.Table):
+                name = table.name.lower()
+                if not table.args.get("db") and name in visible and name not in seen:
+                    seen[name] = visible[name]
+                    todo.append(visible[name].this)
+        ordered = [c for c in visible.values() if c.alias_or_name.lower() in seen]
+        return ordered
+
+    def _pending_ctes(self, node: exp.Expression) -> bool:
+        return any(self.has_crowd(cte.this) for cte in self._referenced_ctes(node) if not _contains(cte, node))
+
+    def _with_context(self, query: exp.Select, origin: exp.Expression) -> exp.Select:
+        """``query`` with the CTEs it needs from around ``origin`` attached."""
+        ctes = [c for c in self._referenced_ctes(origin) if not _contains(c, origin)]
+        query = query.copy()
+        for cte in ctes:
+            query = query.with_(cte.alias_or_name, as_=cte.this.copy(), copy=False)
+        return query
+
+    def _execute_df(self, query: exp.Expression) -> pd.DataFrame:
+        return self.ctx.con.execute(query.sql(DIALECT)).df()
+
+    def _temp_table(self, prefix: str, query: exp.Expression | None = None, frame: pd.DataFrame | None = None) -> str:
+        """Create a connection-scoped temp table from a query or a DataFrame; returns its name."""
+        name = f"__crowd_{prefix}_{next(_counter)}"
+        target = exp.to_table(name, quoted=True)
+        con = self.ctx.con
+        if frame is not None:
+            view = f"{name}_df"
+            con.register(view, frame)
+            try:
+                con.execute(f"CREATE TEMP TABLE {target.sql(DIALECT)} AS SELECT * FROM {view}")
+            finally:
+                con.unregister(view)
+        else:
+            con.execute(f"CREATE TEMP TABLE {target.sql(DIALECT)} AS {query.sql(DIALECT)}")
+        return name
+
+    # ------------------------------------------------------------------------------------- table functions
+    def _run_table_function(self, node: exp.Table) -> None:
+        call: exp.Anonymous = node.this
+        name = call.name.lower()
+        positional, named = split_arguments(call, name.upper())
+        if not positional:
+            raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery)")
+        source = positional[0]
+        if len(positional) > 1:
+            raise ArgumentError(f"{name.upper()}: only the input is positional; pass the rest as name := value")
+        if isinstance(source, exp.Subquery):
+            query = self._with_context(source.this, node)
+        elif isinstance(source, (exp.Column, exp.Table, exp.Identifier)):
+            table = exp.to_table(source.name, quoted=True)
+            query = self._with_context(exp.select("*").from_(table), node)
+        else:
+            raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
+                                f"got {source.sql(DIALECT)!r}")
+        frame = self._execute_df(query)
+        result = self.table_functions[name](self.ctx, frame, named, name)
+        temp = self._temp_table("tf", frame=result)
+        alias = node.args.get("alias")
+        replacement = exp.Table(this=exp.to_identifier(temp, quoted=True),
+                                alias=alias.copy() if alias else exp.TableAlias(
+                                    this=exp.to_identifier(name, quoted=True)))
+        node.replace(replacement)
+
+    # ----------------------------------------------------------------------------------- human operators
+    def _run_scope(self, scope: exp.Select) -> None:
+        """Run every human call whose SELECT is ``scope``: tuple operators first, then group operators."""
+        sources = self._prepare_sources(scope)
+        calls = [n for n in self.crowd_nodes(scope) if self.is_human(n) and self._scope_of(n) is scope]
+        calls.sort(key=lambda c: self.ctx.registry.get(c.name).kind == "group")
+        for call in calls:
+            self._run_call(scope, call, sources)
+
+    def _prepare_sources(self, scope: exp.Select) -> list[_Source]:
+        """Give every FROM/JOIN item a rowid: base tables have one; anything else is materialized first."""
+        from_ = scope.args.get("from_") or scope.args.get("from")
+        if from_ is None:
+            raise ArgumentError("a human operator needs a FROM clause: it asks about rows of a table")
+        items = [from_.this] + [j.this for j in scope.args.get("joins") or []]
+        out = []
+        for item in items:
+            out.append(self._prepare_source(scope, item))
+        return out
+
+    def _prepare_source(self, scope: exp.Select, item: exp.Expression) -> _Source:
+        con = self.ctx.con
+        alias = item.alias_or_name
+        if isinstance(item, exp.Table) and not item.args.get("db") and isinstance(item.this, exp.Identifier):
+            name = item.name
+            visible = self._visible_ctes(scope)
+            if name.lower() not in visible:
+                kind = _relation_kind(con, name)
+                if kind == "table":
+                    return _Source(alias, name, _columns(con, name), roles_of(con, name))
+                if kind == "view":
+                    roles = roles_of(con, name)
+                    if not (roles.quasi_identifiers or roles.protected or roles.core):
+                        roles = self._derived_roles(exp.select("*").from_(exp.to_table(name, quoted=True)),
+                                                    view_sql=_view_sql(con, name))
+                    temp = self._materialize(item, exp.select("*").from_(exp.to_table(name, quoted=True)), alias)
+                    return _Source(alias, temp, _columns(con, temp), _rename_roles(roles, temp))
+                raise UnknownColumnError(f"no table, view or CTE named {name!r}")
+            query = self._with_context(exp.select("*").from_(exp.to_table(name, quoted=True)), scope)
+        elif isinstance(item, exp.Subquery):
+            query = self._with_context(item.this, scope)
+        else:
+            query = self._with_context(exp.select("*").from_(item.copy()), scope)
+        roles = self._derived_roles(query)
+        temp = self._materialize(item, query, alias)
+        return _Source(alias, temp, _columns(con, temp), _rename_roles(roles, temp))
+
+    def _materialize(self, item: exp.Expression, query: exp.Select, alias: str) -> str:
+        temp = self._temp_table("src", query=query)
+        item.replace(exp.Table(this=exp.to_identifier(temp, quoted=True),
+                               alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
+        return temp
+
+    def _derived_roles(self, query: exp.Select, view_sql: str | None = None) -> TableRoles:
+        """Roles of a derived relation, conservatively by name: a column inherits every role its name has in any
+        table the query reads, and an alias inherits the roles of every column its expression mentions."""
+        tree = query
+        if view_sql:
+            try:
+                tree = sqlglot.parse_one(view_sql, read=DIALECT)
+            except sqlglot.errors.ParseError:
+                tree = query
+        con = self.ctx.con
+        base = {t.name for t in tree.find_all(exp.Table) if _relation_kind(con, t.name) in ("table", "view")}
+        roles = [roles_of(con, t) for t in sorted(base)]
+        qi: dict[str, str | None] = {}
+        protected: set[str] = set()
+        truth: str | None = None
+        key: str | None = None
+        for r in roles:
+            for c in r.quasi_identifiers:
+                qi.setdefault(c.lower(), r.kinds.get(c))
+            protected |= {c.lower() for c in r.protected}
+            truth = truth or (r.ground_truth.lower() if r.ground_truth else None)
+            key = key or (r.key.lower() if r.key else None)
+        # aliases: `expr AS name` takes the roles of the columns expr mentions
+        for select in tree.find_all(exp.Select):
+            for projection in select.expressions:
+                if isinstance(projection, exp.Alias):
+                    mentioned = {c.name.lower() for c in projection.this.find_all(exp.Column)}
+                    name = projection.alias.lower()
+                    if mentioned & protected:
+                        protected.add(name)
+                    if mentioned & set(qi) and name not in qi:
+                        qi[name] = None
+        sensitive = tuple(sorted(protected - {truth, key}))
+        return TableRoles("<derived>", tuple(qi), qi, sensitive, (), truth, key)
+
+    def _run_call(self, scope: exp.Select, call: exp.Anonymous, sources: list[_Source]) -> None:
+        registry = self.ctx.registry
+        op = registry.get(call.name)
+        what = f"{op.name}(...)"
+        positional, named = split_arguments(call, what)
+        for name, value in named.items():
+            if name not in OVERRIDES:
+                raise ArgumentError(f"{what}: unknown argument {name!r}; allowed: {sorted(OVERRIDES)}")
+            expected = OVERRIDES[name]
+            if isinstance(value, bool) or not isinstance(value, expected):
+                raise ArgumentError(f"{what}: argument {name!r} must be {_type_name(expected)}, got {value!r}")
+        if "k" in named and named["k"] < 2:
+            raise ArgumentError(f"{what}: k must be at least 2, got {named['k']}")
+        if "assignments" in named and named["assignments"] < 1:
+            raise ArgumentError(f"{what}: assignments must be at least 1")
+        if "budget" in named and named["budget"] < 0:
+            raise ArgumentError(f"{what}: budget must be >= 0")
+        n_own = len(op.arguments)
+        columns_args, own_args = positional[: len(positional) - n_own], positional[len(positional) - n_own:]
+        if len(own_args) < n_own or (op.kind == "group" and not columns_args and n_own and not positional):
+            raise ArgumentError(f"{what} takes {n_own} argument(s) after the columns: "
+                                f"{[a for a, _ in op.arguments]}")
+        args = {}
+        for (arg_name, arg_type), node in zip(op.arguments, own_args):
+            value = literal_value(node, f"{what}: argument {arg_name!r}")
+            if arg_type == "VARCHAR" and not isinstance(value, str):
+                raise ArgumentError(f"{what}: argument {arg_name!r} must be a string, got {value!r}")
+            args[arg_name] = value
+        if not columns_args:
+            raise ArgumentError(f"{what}: name the columns to publish, or * for the published columns")
+        method = named.pop("method", None)
+        definition = op.with_overrides({**named, **({"aggregation": method} if method else {})})
+        published, qi, kinds, protected = self._published(columns_args, sources, what)
+        truth_expr, key_expr = self._truth_and_key(sources, what, op.kind == "group")
+
+        where = scope.args.get("where")
+        filters = [c for c in _conjuncts(where.this)] if where else []
+        clean = [c for c in filters if not self.has_crowd(c)]
+        pushdown = self._limit_pushdown(scope, call, filters, clean, op.kind)
+        identity = [exp.column("rowid", table=s.alias, quoted=True) for s in sources]
+        group_exprs = self._group_exprs(scope) if op.kind == "group" else []
+        projections: list[exp.Expression] = [exp.alias_(e, f"{_ID}{i}", quoted=True) for i, e in enumerate(identity)]
+        projections += [exp.alias_(e.copy(), f"{_GROUP}{i}", quoted=True) for i, e in enumerate(group_exprs)]
+        if truth_expr is not None:
+            projections.append(exp.alias_(truth_expr, TRUTH, quoted=True))
+        if key_expr is not None:
+            projections.append(exp.alias_(key_expr, KEY, quoted=True))
+        projections += [exp.alias_(expr, name, quoted=True) for name, expr in published]
+        query = exp.Select(expressions=projections)
+        query.set("from_", (scope.args.get("from_") or scope.args.get("from")).copy())
+        if scope.args.get("joins"):
+            query.set("joins", [j.copy() for j in scope.args["joins"]])
+        if clean:
+            query = query.where(exp.and_(*[c.copy() for c in clean]), copy=False)
+        if pushdown:
+            order = scope.args.get("order")
+            if order:
+                query.set("order", self._resolve_aliases(order.copy(), scope))
+            query.set("limit", scope.args["limit"].copy())
+            if scope.args.get("offset"):
+                query.set("offset", scope.args["offset"].copy())
+        query = self._with_context(query, scope)
+        frame = self._execute_df(query)
+
+        names = [n for n, _ in published]
+        frame = frame.reset_index(drop=True)
+        frame.insert(0, ROW_ID, np.arange(len(frame)))
+        if op.kind == "group":
+            keys = frame[[f"{_GROUP}{i}" for i in range(len(group_exprs))]]
+            frame[GROUP_ID] = (pd.MultiIndex.from_frame(keys).factorize()[0] if len(group_exprs)
+                               else np.zeros(len(frame), dtype=np.int64))
+            if KEY not in frame:
+                frame[KEY] = frame[f"{_ID}0"]
+        human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
+                           kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
+                           budget=named.get("budget"), seed=named.get("seed"))
+        answers, plan = HumanOperatorRun(self.ctx, human).run()
+        if answers is None:  # dry run: splice a typed NULL so outer operators can still be planned
+            call.replace(exp.cast(exp.null(), "VARCHAR"))
+            return
+        self._splice(scope, call, op.kind, frame, answers, sources, group_exprs, pushdown)
+
+    def _splice(self, scope: exp.Select, call: exp.Anonymous, kind: str, frame: pd.DataFrame, answers: pd.DataFrame,
+                sources: list[_Source], group_exprs: list[exp.Expression], pushdown: bool) -> None:
+        """Join the answers to ``scope`` by row identity (or group key) and put their column in place of the call."""
+        if kind == "tuple":
+            keys = [f"{_ID}{i}" for i in range(len(sources))]
+            table = frame[[ROW_ID, *keys]].merge(answers, on=ROW_ID, how="left")[[*keys, _ANSWER]]
+        else:
+            keys = [f"{_GROUP}{i}" for i in range(len(group_exprs))]
+            firsts = frame.drop_duplicates(GROUP_ID)[[GROUP_ID, *keys]]
+            table = firsts.merge(answers, on=GROUP_ID, how="inner")[[*keys, _ANSWER]]
+        temp = self._temp_table("ans", frame=table)
+        alias = f"{temp}_a"
+        if kind == "tuple":
+            conditions = [exp.EQ(this=exp.column(k, table=alias, quoted=True),
+                                 expression=exp.column("rowid", table=s.alias, quoted=True))
+                          for k, s in zip(keys, sources)]
+        else:
+            conditions = [exp.NullSafeEQ(this=exp.column(k, table=alias, quoted=True), expression=e.copy())
+                          for k, e in zip(keys, group_exprs)] or [exp.true()]
+        join = exp.Join(this=exp.Table(this=exp.to_identifier(temp, quoted=True),
+                                       alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))),
+                        on=exp.and_(*conditions), side=None if pushdown else "LEFT")
+        if pushdown:
+            join.set("kind", "INNER")
+            scope.set("offset", None)
+        scope.append("joins", join)
+        value: exp.Expression = exp.column(_ANSWER, table=alias, quoted=True)
+        if kind == "group":
+            value = exp.func("any_value", value)
+        call.replace(value)
+        hidden = [exp.column(c, table=alias, quoted=True) for c in [*keys, _ANSWER]]
+        for star in scope.expressions:
+            if isinstance(star, exp.Star):
+                star.set("except", [*(star.args.get("except") or []), *hidden])
+
+    # ----------------------------------------------------------------------------------------- arguments
+    def _published(self, args: list[exp.Expression], sources: list[_Source], what: str
+                   ) -> tuple[list[tuple[str, exp.Expression]], set[str], dict[str, str | None], set[str]]:
+        """(name, expression) of every published column, the QIs among them, their kinds, protected names."""
+        chosen: list[tuple[_Source, str]] = []
+        for arg in args:
+            if isinstance(arg, exp.Star) or (isinstance(arg, exp.Column) and isinstance(arg.this, exp.Star)):
+                table = arg.table if isinstance(arg, exp.Column) else ""
+                picked = [s for s in sources if not table or s.alias.lower() == table.lower()]
+                if table and not picked:
+                    raise UnknownColumnError(f"{what}: no table or alias {table!r} in FROM")
+                for s in picked:
+                    chosen += [(s, c) for c in _published_columns(s)]
+            elif isinstance(arg, exp.Column):
+                source, column = _resolve_column(arg, sources, what)
+                if column.lower() in {p.lower() for p in source.roles.protected} or _is_default_key(source, column):
+                    raise PrivacyError(f"{what}: column {column!r} is sensitive, ground truth or key and is never "
+                                       "published in a HIT")
+                chosen.append((source, column))
+            else:
+                raise ArgumentError(f"{what}: publish columns by name (or *), got {arg.sql(DIALECT)!r}")
+        counts: dict[str, int] = {}
+        for _, c in chosen:
+            counts[c.lower()] = counts.get(c.lower(), 0) + 1
+        published, qi, kinds, protected = [], set(), {}, set()
+        seen = set()
+        for s, c in chosen:
+            name = f"{s.alias}.{c}" if counts[c.lower()] > 1 else c
+            if name in seen:
+                continue
+            seen.add(name)
+            published.append((name, exp.column(c, table=s.alias, quoted=True)))
+            if c.lower() in {q.lower() for q in s.roles.quasi_identifiers}:
+                qi.add(name)
+                kinds[name] = {k.lower(): v for k, v in s.roles.kinds.items()}.get(c.lower())
+        for s in sources:
+            protected |= set(s.roles.protected)
+        if not published:
+            raise ArgumentError(f"{what}: nothing to publish: every column is sensitive, ground truth or key")
+        return published, qi, kinds, protected
+
+    def _truth_and_key(self, sources: list[_Source], what: str, group: bool
+                       ) -> tuple[exp.Expression | None, exp.Expression | None]:
+        truth = next(((s, s.roles.ground_truth) for s in sources if s.roles.ground_truth), None)
+        truth_expr = exp.column(truth[1], table=truth[0].alias, quoted=True) if truth else None
+        key_expr = None
+        if group:
+            key = next(((s, s.roles.key) for s in sources if s.roles.key), None)
+            if key is None:
+                key = next(((s, c) for s in sources for c in s.columns if c.lower() == "id"), None)
+            if key is not None:
+                key_expr = exp.column(key[1], table=key[0].alias, quoted=True)
+        return truth_expr, key_expr
+
+    def _group_exprs(self, scope: exp.Select) -> list[exp.Expression]:
+        """The GROUP BY expressions of ``scope`` with ordinals and select aliases resolved."""
+        group = scope.args.get("group")
+        if group is None:
+            return []
+        exprs = list(group.expressions)
+        if group.args.get("all") or (len(exprs) == 1 and isinstance(exprs[0], exp.Var) and exprs[0].name.upper() == "ALL"):
+            return [p.unalias().copy() for p in scope.expressions
+                    if not self.has_crowd(p) and not p.find(exp.AggFunc) and not isinstance(p, exp.Star)]
+        out = []
+        for e in exprs:
+            if isinstance(e, exp.Literal) and not e.is_string:
+                out.append(scope.expressions[int(e.this) - 1].unalias().copy())
+            else:
+                out.append(self._resolve_aliases(e.copy(), scope))
+        return out
+
+    def _resolve_aliases(self, node: exp.Expression, scope: exp.Select) -> exp.Expression:
+        """Replace bare references to select-list aliases by the aliased expressions."""
+        aliases = {p.alias.lower(): p.this for p in scope.expressions if isinstance(p, exp.Alias)}
+        source_columns = set()
+        for col in node.find_all(exp.Column):
+            if not col.table and col.name.lower() in aliases:
+                source_columns.add(col)
+        for col in source_columns:
+            col.replace(aliases[col.name.lower()].copy())
+        return node
+
+    def _limit_pushdown(self, scope: exp.Select, call: exp.Expression, filters: list, clean: list, kind: str) -> bool:
+        """May the scope's LIMIT be applied to the operator's input (so only those rows are asked about)?"""
+        if kind != "tuple" or not scope.args.get("limit") or len(filters) != len(clean):
+            return False
+        if scope.args.get("group") or scope.args.get("having") or scope.args.get("distinct"):
+            return False
+        if any(p.find(exp.AggFunc) or p.find(exp.Window) for p in scope.expressions):
+            return False
+        order = scope.args.get("order")
+        if order is not None:
+            resolved = self._resolve_aliases(order.copy(), scope)
+            if self.has_crowd(resolved):
+                return False
+        return True
+
+
+# ------------------------------------------------------------------------------------------------- helpers
+def _ancestors(node: exp.Expression):
+    current = node
+    while current is not None:
+        yield current
+        current = current.parent
+
+
+def _contains(outer: exp.Expression, inner: exp.Expression) -> bool:
+    return any(a is outer for a in _ancestors(inner))
+
+
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    if isinstance(node, exp.Paren) and isinstance(node.this, exp.And):
+        return _conjuncts(node.this)
+    return [node]
+
+
+def _relation_kind(con, name: str) -> str | None:
+    row = con.execute(
+        "SELECT 'table' FROM duckdb_tables() WHERE lower(table_name) = lower(?) "
+        "UNION ALL SELECT 'view' FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal LIMIT 1",
+        [name, name]).fetchone()
+    return row[0] if row else None
+
+
+def _view_sql(con, name: str) -> str | None:
+    row = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?)", [name]).fetchone()
+    return row[0] if row else None
+
+
+def _columns(con, name: str) -> list[str]:
+    return list(con.table(exp.to_table(name, quoted=True).sql(DIALECT)).columns)
+
+
+def _rename_roles(roles: TableRoles, table: str) -> TableRoles:
+    """Roles matched (by lower-case name) onto the columns of a materialized table."""
+    return dataclasses.replace(roles, table=table)
+
+
+def _is_default_key(source: _Source, column: str) -> bool:
+    """Without a declared key, a column named ``id`` is treated as the row's key (a direct identifier)."""
+    return source.roles.key is None and column.lower() == "id"
+
+
+def _published_columns(source: _Source) -> list[str]:
+    """What ``*`` publishes for one source: its core columns if declared, else every unprotected column."""
+    protected = {p.lower() for p in source.roles.protected}
+    by_lower = {c.lower(): c for c in source.columns}
+    if source.roles.core:
+        return [by_lower[c.lower()] for c in source.roles.core if c.lower() in by_lower]
+    return [c for c in source.columns if c.lower() not in protected and not _is_default_key(source, c)]
+
+
+def _resolve_column(col: exp.Column, sources: list[_Source], what: str) -> tuple[_Source, str]:
+    name = col.name.lower()
+    candidates = [s for s in sources if not col.table or s.alias.lower() == col.table.lower()]
+    hits = [(s, c) for s in candidates for c in s.columns if c.lower() == name]
+    if not hits:
+        raise UnknownColumnError(f"{what}: unknown column {col.sql(DIALECT)!r}; the input has "
+                                 f"{sorted({c for s in sources for c in s.columns})}")
+    if len(hits) > 1:
+        raise ArgumentError(f"{what}: column {col.name!r} is ambiguous; qualify it with a table alias")
+    return hits[0]
+
+
+def _type_name(expected: type | tuple[type, ...]) -> str:
+    types = expected if isinstance(expected, tuple) else (expected,)
+    return " or ".join({int: "an integer", float: "a number", str: "a string", list: "a list"}[t] for t in types)
+
+
+def parse(sql: str) -> list[exp.Expression]:
+    """Parse SQL text into statements, with a crowddb error that names the problem."""
+    try:
+        return [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except sqlglot.errors.ParseError as err:
+        first = err.errors[0] if err.errors else {}
+        where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
+        raise SQLParseError(f"malformed SQL{where}: {first.get('description', err)}") from None

@@ -1,0 +1,101 @@
+-- crowddb catalog: created idempotently on connect, persisted in the database file.
+-- Column roles (paper kanon-crowd-db §2.2): quasi-identifiers are generalized before publication, sensitive and
+-- ground-truth columns are never published, core columns are what a human operator publishes, the key identifies rows.
+CREATE TABLE IF NOT EXISTS crowddb_columns (
+    table_name  VARCHAR NOT NULL,
+    column_name VARCHAR NOT NULL,
+    role        VARCHAR NOT NULL CHECK (role IN ('quasi_identifier', 'sensitive', 'core', 'ground_truth', 'key')),
+    kind        VARCHAR CHECK (kind IS NULL OR kind IN ('numeric', 'ordinal', 'categorical')),
+    PRIMARY KEY (table_name, column_name, role)
+);
+
+-- One row per operator invocation: what it cost and which privacy parameters applied.
+CREATE TABLE IF NOT EXISTS crowddb_runs (
+    run_id        BIGINT PRIMARY KEY,
+    operator      VARCHAR NOT NULL,
+    query         VARCHAR,
+    input_rows    BIGINT,
+    hits          BIGINT,
+    assignments   BIGINT,
+    cached_items  BIGINT,
+    cost          DECIMAL(18, 4),
+    k             INTEGER,
+    anonymizer    VARCHAR,
+    epsilon       DOUBLE,
+    delta         DOUBLE,
+    created_at    TIMESTAMP DEFAULT current_timestamp
+);
+
+CREATE TABLE IF NOT EXISTS crowddb_workers (
+    worker_id   VARCHAR PRIMARY KEY,
+    platform    VARCHAR NOT NULL,
+    quality     DOUBLE,            -- known only for simulated workers
+    created_at  TIMESTAMP DEFAULT current_timestamp
+);
+
+CREATE TABLE IF NOT EXISTS crowddb_hits (
+    hit_id          VARCHAR PRIMARY KEY,
+    run_id          BIGINT NOT NULL,
+    operator        VARCHAR NOT NULL,
+    question        VARCHAR NOT NULL,
+    domain          VARCHAR,        -- JSON list of allowed answers, NULL when the answer picks one of the items' rows
+    n_items         INTEGER NOT NULL,
+    assignments     INTEGER NOT NULL,
+    reward          DECIMAL(18, 4) NOT NULL,   -- per assignment
+    fee_rate        DOUBLE NOT NULL,
+    platform        VARCHAR NOT NULL,
+    status          VARCHAR NOT NULL,
+    created_at      TIMESTAMP DEFAULT current_timestamp
+);
+
+-- What a HIT shows: one row per question item, its published content exactly as the crowd sees it (JSON).
+CREATE TABLE IF NOT EXISTS crowddb_hit_items (
+    hit_id      VARCHAR NOT NULL,
+    item_no     INTEGER NOT NULL,
+    item_key    VARCHAR NOT NULL,     -- hash of operator signature + published content
+    occurrence  INTEGER NOT NULL,     -- n-th identical item of one query: identical content bought once per copy
+    content     VARCHAR NOT NULL,
+    PRIMARY KEY (hit_id, item_no)
+);
+
+CREATE TABLE IF NOT EXISTS crowddb_assignments (
+    assignment_id VARCHAR PRIMARY KEY,
+    hit_id        VARCHAR NOT NULL,
+    worker_id     VARCHAR NOT NULL,
+    submitted_at  TIMESTAMP DEFAULT current_timestamp
+);
+
+-- Every answer bought, per assignment and item; also the answer cache (looked up by item_key, occurrence).
+CREATE TABLE IF NOT EXISTS crowddb_answers (
+    assignment_id VARCHAR NOT NULL,
+    hit_id        VARCHAR NOT NULL,
+    item_no       INTEGER NOT NULL,
+    item_key      VARCHAR NOT NULL,
+    occurrence    INTEGER NOT NULL,
+    worker_id     VARCHAR NOT NULL,
+    answer        VARCHAR,
+    PRIMARY KEY (assignment_id, item_no)
+);
+
+CREATE TABLE IF NOT EXISTS crowddb_payments (
+    assignment_id VARCHAR PRIMARY KEY,
+    hit_id        VARCHAR NOT NULL,
+    worker_id     VARCHAR NOT NULL,
+    reward        DECIMAL(18, 4) NOT NULL,
+    fee           DECIMAL(18, 4) NOT NULL,
+    paid_at       TIMESTAMP DEFAULT current_timestamp
+);
+
+-- Every anonymized, perturbed or synthesized release with its privacy parameters and quality figures (JSON).
+CREATE TABLE IF NOT EXISTS crowddb_releases (
+    release_id  BIGINT PRIMARY KEY,
+    run_id      BIGINT,
+    kind        VARCHAR NOT NULL CHECK (kind IN ('anonymization', 'perturbation', 'synthesis')),
+    method      VARCHAR NOT NULL,
+    k           INTEGER,
+    epsilon     DOUBLE,
+    delta       DOUBLE,
+    params      VARCHAR,
+    metrics     VARCHAR,
+    created_at  TIMESTAMP DEFAULT current_timestamp
+);
