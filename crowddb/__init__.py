@@ -1,0 +1,19 @@
+"""crowddb: a crowd database on DuckDB.
+
+Entry points (each two hops from here):
+- ``connect`` -> ``connection.CrowdDB``: SQL with human operators (``udf``, ``operators.human``) and the table
+  functions TRUTH_DISCOVER, PRIVATE_SYNTH, ANONYMIZE (``operators.table_functions``), planned by ``planner``.
+- Algorithms without SQL: ``anonymize`` (Mondrian, FKA, Datafly, Incognito), ``truth`` (truth inference + LDP),
+  ``synth`` (PrisCrowd), ``crowd`` (platform interface, simulated crowd).
+"""
+
+from . import datasets, errors
+from .connection import CrowdDB, QueryPlan, connect
+from .crowd import Platform, SimulatedCrowd
+from .errors import CrowdDBError
+from .udf import HumanOperator
+
+__version__ = "0.1.0"
+
+__all__ = ["CrowdDB", "CrowdDBError", "HumanOperator", "Platform", "QueryPlan", "SimulatedCrowd", "connect",
+           "datasets", "errors", "__version__"]

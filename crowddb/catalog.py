@@ -74,8 +74,10 @@ def _resolve_columns(names: Iterable[str], columns: list[str], table: str, role:
 
 def declare_roles(con: duckdb.DuckDBPyConnection, table: str, *, quasi_identifiers: Iterable[str] = (),
                   sensitive: Iterable[str] = (), core: Iterable[str] = (), ground_truth: str | None = None,
-                  key: str | None = None, kinds: Mapping[str, str] | None = None, replace: bool = True) -> TableRoles:
-    """Declare roles for ``table`` (all validated before anything is written; one transaction)."""
+                  key: str | None = None, kinds: Mapping[str, str] | None = None, replace: bool = True,
+                  transaction: bool = True) -> TableRoles:
+    """Declare roles for ``table`` (all validated before anything is written; one transaction unless the caller
+    already holds one)."""
     table = resolve_table(con, table)
     columns = table_columns(con, table)
     qi = _resolve_columns(quasi_identifiers, columns, table, "quasi_identifiers")
@@ -99,15 +101,18 @@ def declare_roles(con: duckdb.DuckDBPyConnection, table: str, *, quasi_identifie
     rows = [(table, c, "quasi_identifier", kinds.get(c)) for c in qi]
     rows += [(table, c, "sensitive", None) for c in sens] + [(table, c, "core", None) for c in cor]
     rows += [(table, c, "ground_truth", None) for c in gt] + [(table, c, "key", None) for c in ky]
-    con.execute("BEGIN TRANSACTION")
+    if transaction:
+        con.execute("BEGIN TRANSACTION")
     try:
         if replace:
             con.execute("DELETE FROM crowddb_columns WHERE table_name = ?", [table])
         if rows:
             con.executemany("INSERT OR REPLACE INTO crowddb_columns VALUES (?, ?, ?, ?)", rows)
-        con.execute("COMMIT")
+        if transaction:
+            con.execute("COMMIT")
     except Exception:
-        con.execute("ROLLBACK")
+        if transaction:
+            con.execute("ROLLBACK")
         raise
     return roles_of(con, table)
 

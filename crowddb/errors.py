@@ -37,3 +37,7 @@ class PrivacyError(CrowdDBError):
 
 class PlatformError(CrowdDBError):
     """The crowd platform failed to publish HITs or to return assignments."""
+
+
+class QueryError(CrowdDBError):
+    """DuckDB rejected a query that crowddb ran on the user's behalf; the message is DuckDB's."""

@@ -29,7 +29,7 @@ _GROUP = "__crowd_g"
 _ANSWER = "answer"
 _counter = itertools.count(1)
 
-TableFunction = Callable[[OperatorContext, pd.DataFrame, dict[str, Any], str], pd.DataFrame]
+TableFunction = Callable[[OperatorContext, pd.DataFrame, dict[str, Any], "str | None"], pd.DataFrame]
 
 
 def literal_value(node: exp.Expression, what: str) -> Any:
@@ -206,16 +206,19 @@ class Planner:
         source = positional[0]
         if len(positional) > 1:
             raise ArgumentError(f"{name.upper()}: only the input is positional; pass the rest as name := value")
+        table_name = None
         if isinstance(source, exp.Subquery):
             query = self._with_context(source.this, node)
         elif isinstance(source, (exp.Column, exp.Table, exp.Identifier)):
             table = exp.to_table(source.name, quoted=True)
+            if source.name.lower() not in self._visible_ctes(node) and _relation_kind(self.ctx.con, source.name):
+                table_name = source.name
             query = self._with_context(exp.select("*").from_(table), node)
         else:
             raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
                                 f"got {source.sql(DIALECT)!r}")
         frame = self._execute_df(query)
-        result = self.table_functions[name](self.ctx, frame, named, name)
+        result = self.table_functions[name](self.ctx, frame, named, table_name)
         temp = self._temp_table("tf", frame=result)
         alias = node.args.get("alias")
         replacement = exp.Table(this=exp.to_identifier(temp, quoted=True),
@@ -550,13 +553,13 @@ def _relation_kind(con, name: str) -> str | None:
     row = con.execute(
         "SELECT 'table' FROM duckdb_tables() WHERE lower(table_name) = lower(?) "
         "UNION ALL SELECT 'view' FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal LIMIT 1",
-        [name, name]).fetchone()
-    return row[0] if row else None
+        [name, name]).fetchall()
+    return row[0][0] if row else None
 
 
 def _view_sql(con, name: str) -> str | None:
-    row = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?)", [name]).fetchone()
-    return row[0] if row else None
+    row = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?)", [name]).fetchall()
+    return row[0][0] if row else None
 
 
 def _columns(con, name: str) -> list[str]:

@@ -99,3 +99,24 @@ CREATE TABLE IF NOT EXISTS crowddb_releases (
     metrics     VARCHAR,
     created_at  TIMESTAMP DEFAULT current_timestamp
 );
+
+-- PRIVATE_SYNTH's per-object privacy report of every release (Theorem 2 of PrisCrowd), appended, never rewritten.
+CREATE TABLE IF NOT EXISTS crowddb_synth_objects (
+    release_id      BIGINT NOT NULL,
+    object          VARCHAR,
+    n_claims        BIGINT,
+    released        BOOLEAN,
+    rows            BIGINT,
+    reached_m       BOOLEAN,
+    tried           BIGINT,
+    rejected        BIGINT,
+    epsilon         DOUBLE,
+    delta           DOUBLE,
+    guarantee_holds BOOLEAN,
+    reason          VARCHAR
+);
+
+-- The report of the newest synthesis release, as a table.
+CREATE VIEW IF NOT EXISTS crowddb_last_synth_report AS
+SELECT * EXCLUDE (release_id) FROM crowddb_synth_objects
+WHERE release_id = (SELECT max(release_id) FROM crowddb_synth_objects);

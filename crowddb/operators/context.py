@@ -29,7 +29,7 @@ class OperatorContext:
 
     def next_id(self, table: str, column: str) -> int:
         """Next integer id of a catalog table (run ids, release ids)."""
-        return int(self.con.execute(f'SELECT coalesce(max("{column}"), 0) + 1 FROM "{table}"').fetchone()[0])
+        return int(self.con.execute(f'SELECT coalesce(max("{column}"), 0) + 1 FROM "{table}"').fetchall()[0][0])
 
     def rng(self, run_id: int, seed: int | None = None) -> np.random.Generator:
         """The Generator of one operator run: from the call's seed, else the connection's seed and the run id."""

@@ -97,8 +97,7 @@ class HumanOperatorRun:
         self.rng = ctx.rng(self.run_id, call.seed)
         self.question = self.op.question.format(**{k: v for k, v in call.args.items()})
         self.domain = self._domain()
-        self.release_row: dict[str, Any] | None = None
-        self.extra_tables: list[tuple[str, pd.DataFrame]] = []
+        self.spent = 0.0
 
     # ----------------------------------------------------------------------------------------------- set-up
     def _domain(self) -> tuple[str, ...] | None:

@@ -1,0 +1,185 @@
+"""Table functions: TRUTH_DISCOVER, PRIVATE_SYNTH and ANONYMIZE. Each binds its named arguments, calls its
+algorithm layer on the input rows, logs its privacy report in ``crowddb_releases`` and returns a DataFrame."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ArgumentError, EmptyInputError, UnknownColumnError
+from .context import OperatorContext
+
+TableFunction = Callable[[OperatorContext, pd.DataFrame, dict[str, Any], "str | None"], pd.DataFrame]
+
+
+def _bind(name: str, named: dict[str, Any], spec: dict[str, tuple[type | tuple[type, ...], Any]]) -> dict[str, Any]:
+    """Named arguments checked against ``spec`` (name -> (types, default)); REQUIRED defaults must be given."""
+    unknown = set(named) - set(spec)
+    if unknown:
+        raise ArgumentError(f"{name}: unknown argument(s) {sorted(unknown)}; allowed: {sorted(spec)}")
+    out = {}
+    for arg, (types, default) in spec.items():
+        if arg not in named:
+            if default is REQUIRED:
+                raise ArgumentError(f"{name}: missing argument {arg} := ...")
+            out[arg] = default
+            continue
+        value = named[arg]
+        if value is not None and (isinstance(value, bool) and bool not in _tuple(types)
+                                  or not isinstance(value, types)):
+            raise ArgumentError(f"{name}: argument {arg!r} must be {_describe(types)}, got {value!r}")
+        out[arg] = value
+    return out
+
+
+REQUIRED = object()
+NUMBER = (int, float)
+
+
+def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _describe(types: type | tuple[type, ...]) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true/false", list: "a list"}
+    return " or ".join(dict.fromkeys(names[t] for t in _tuple(types)))
+
+
+def _require_columns(name: str, frame: pd.DataFrame, columns: dict[str, str]) -> None:
+    for role, column in columns.items():
+        if column not in frame.columns:
+            raise UnknownColumnError(f"{name}: {role} column {column!r} is not in the input (columns: "
+                                     f"{list(frame.columns)})")
+    if len(frame) == 0:
+        raise EmptyInputError(f"{name}: the input has no rows")
+
+
+def _log_release(ctx: OperatorContext, kind: str, method: str, k: int | None, epsilon: float | None,
+                 delta: float | None, params: dict[str, Any], metrics: dict[str, Any]) -> int | None:
+    """Append one row to crowddb_releases (not in a dry run); returns its id."""
+    if ctx.dry_run:
+        return None
+    release_id = ctx.next_id("crowddb_releases", "release_id")
+    ctx.con.execute("INSERT INTO crowddb_releases (release_id, kind, method, k, epsilon, delta, params, metrics) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [release_id, kind, method, k, epsilon, delta, json.dumps(params, default=str),
+                     json.dumps(metrics, default=str)])
+    return release_id
+
+
+def _seed(ctx: OperatorContext, seed: int | None) -> int | None:
+    """The call's seed, else one derived from the connection's seed (None: fresh entropy / secure noise)."""
+    if seed is not None:
+        return seed
+    if ctx.seed is None:
+        return None
+    return int(np.random.default_rng([ctx.seed, len(ctx.reports) + 1]).integers(2**31))
+
+
+# ------------------------------------------------------------------------------------------ TRUTH_DISCOVER
+def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], table: str | None) -> pd.DataFrame:
+    """TRUTH_DISCOVER(input, object :=, source :=, value :=, method := 'auto', output := 'objects'|'sources',
+    perturb :=, epsilon :=, delta :=, seed :=, tol :=, max_iter :=)."""
+    from ..truth import discover
+
+    args = _bind("TRUTH_DISCOVER", named, {
+        "object": (str, REQUIRED), "source": (str, REQUIRED), "value": (str, REQUIRED), "method": (str, "auto"),
+        "output": (str, "objects"), "perturb": (str, None), "epsilon": (NUMBER, None), "delta": (NUMBER, None),
+        "seed": (int, None), "tol": (NUMBER, 1e-6), "max_iter": (int, 100)})
+    if args["output"] not in ("objects", "sources"):
+        raise ArgumentError(f"TRUTH_DISCOVER: output must be 'objects' or 'sources', got {args['output']!r}")
+    _require_columns("TRUTH_DISCOVER", frame, {r: args[r] for r in ("object", "source", "value")})
+    result = discover(frame, object=args["object"], source=args["source"], value=args["value"],
+                      method=args["method"], perturb=args["perturb"], epsilon=args["epsilon"], delta=args["delta"],
+                      seed=_seed(ctx, args["seed"]), tol=args["tol"], max_iter=args["max_iter"])
+    report = {"operator": "TRUTH_DISCOVER", "method": result.method, "iterations": result.n_iter,
+              "objects": len(result.objects), "sources": len(result.sources)}
+    if result.privacy:
+        report.update(result.privacy)
+    ctx.reports.append(report)
+    if result.privacy:
+        _log_release(ctx, "perturbation", str(result.privacy.get("mechanism")), None, result.privacy.get("epsilon"),
+                     result.privacy.get("delta"), {k: v for k, v in args.items() if k != "seed"}, report)
+    out = result.objects if args["output"] == "objects" else result.sources
+    if result.privacy:  # the privacy parameters travel next to the result
+        out = out.assign(epsilon=result.privacy.get("epsilon"), delta=result.privacy.get("delta"))
+    return out.reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------- PRIVATE_SYNTH
+def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], table: str | None) -> pd.DataFrame:
+    """PRIVATE_SYNTH(input, object :=, source :=, value :=, m := 30, k := 5, gamma := 4.0, epsilon0 := 1.0, ...)."""
+    from ..synth import synthesize
+
+    args = _bind("PRIVATE_SYNTH", named, {
+        "object": (str, REQUIRED), "source": (str, REQUIRED), "value": (str, REQUIRED), "m": (int, 30),
+        "k": (int, 5), "gamma": (NUMBER, 4.0), "epsilon0": (NUMBER, 1.0), "method": (str, "priscrowd"),
+        "weights": (str, "combined"), "bandwidth": (NUMBER, None), "t": (int, None),
+        "small_objects": (str, "withhold"), "epsilon": (NUMBER, None), "max_attempts": (int, None),
+        "seed": (int, None), "resolution": (NUMBER, None)})
+    _require_columns("PRIVATE_SYNTH", frame, {r: args[r] for r in ("object", "source", "value")})
+    values = frame[args["value"]]
+    if not pd.api.types.is_numeric_dtype(values):
+        raise ArgumentError(f"PRIVATE_SYNTH: value column {args['value']!r} must be numeric, got {values.dtype}")
+    options = {k: v for k, v in args.items() if k not in ("object", "source", "value", "seed")}
+    result = synthesize(frame[args["object"]].to_numpy(), frame[args["source"]].to_numpy(),
+                        values.to_numpy(dtype=float), seed=_seed(ctx, args["seed"]), **options)
+    summary = dict(result.summary)
+    report = {"operator": "PRIVATE_SYNTH", **{k: v for k, v in summary.items() if k != "parameters"},
+              "guarantee": "(epsilon, delta)-DP per object, PrisCrowd Theorem 2", "table": result.report}
+    release_id = _log_release(ctx, "synthesis", str(summary.get("method")), args["k"], summary.get("epsilon"),
+                              summary.get("delta"), options, {k: v for k, v in summary.items() if k != "parameters"})
+    if release_id is not None:
+        log = result.report[["object", "n_claims", "released", "rows", "reached_m", "tried", "rejected", "epsilon",
+                             "delta", "guarantee_holds", "reason"]].assign(object=lambda d: d["object"].astype(str))
+        ctx.con.register("__crowd_synth_log", log)
+        try:
+            ctx.con.execute("INSERT INTO crowddb_synth_objects SELECT ?, * FROM __crowd_synth_log", [release_id])
+        finally:
+            ctx.con.unregister("__crowd_synth_log")
+        report["release_id"] = release_id
+    ctx.reports.append(report)
+    return result.rows[["object", "value"]].reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------------------------- ANONYMIZE
+def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], table: str | None
+                    ) -> pd.DataFrame:
+    """ANONYMIZE(input, k := 10, method := 'mondrian', quasi_identifiers := [...], strict, sensitive, l, seed):
+    the k-anonymous release itself, rows shuffled (order reveals nothing)."""
+    from ..anonymize import anonymize
+    from ..catalog import roles_of
+
+    args = _bind("ANONYMIZE", named, {
+        "k": (int, 10), "method": (str, "mondrian"), "quasi_identifiers": (list, None), "strict": (bool, True),
+        "sensitive": (str, None), "l": (int, None), "seed": (int, None)})
+    roles = roles_of(ctx.con, table) if table else None
+    qi = args["quasi_identifiers"]
+    if qi is None:
+        if roles is None or not roles.quasi_identifiers:
+            raise ArgumentError("ANONYMIZE: pass quasi_identifiers := ['col', ...] (the input declares none)")
+        qi = list(roles.quasi_identifiers)
+    kinds = {c: v for c, v in roles.kinds.items() if v} if roles else None
+    if args["method"] == "fka":
+        raise ArgumentError("ANONYMIZE: method 'fka' needs the crowd; use it through a human operator "
+                            "(anonymizer := 'fka')")
+    seed = _seed(ctx, args["seed"])
+    release = anonymize(frame, qi, args["k"], method=args["method"], strict=args["strict"],
+                        sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed)
+    metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
+    ctx.reports.append({"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}"})
+    _log_release(ctx, "anonymization", args["method"], args["k"], None, None,
+                 {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"]}, metrics)
+    order = np.random.default_rng(seed).permutation(len(release.table))
+    return release.table.iloc[order].reset_index(drop=True)
+
+
+TABLE_FUNCTIONS: dict[str, TableFunction] = {
+    "truth_discover": truth_discover,
+    "private_synth": private_synth,
+    "anonymize": anonymize_table,
+}

@@ -1,0 +1,304 @@
+"""Shared contract of the truth-inference methods: input validation, integer coding, the method base class, registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from crowddb.errors import ArgumentError, EmptyInputError
+
+__all__ = [
+    "ALIASES",
+    "MAX_AUTO_CATEGORIES",
+    "METHODS",
+    "Answers",
+    "CategoricalMethod",
+    "NumericMethod",
+    "TruthMethod",
+    "encode_answers",
+    "get_method",
+    "register",
+    "value_kind",
+]
+
+#: ``method='auto'`` treats integer values with at most this many distinct values as categorical labels.
+MAX_AUTO_CATEGORIES = 10
+
+_TINY = 1e-12
+
+
+@dataclass
+class Answers:
+    """Integer-coded answers: one entry per (object, source, value) claim; labels kept for decoding."""
+
+    obj: np.ndarray  # int64 object code per answer
+    src: np.ndarray  # int64 source code per answer
+    val: np.ndarray  # int64 class code (categorical) or float64 value (numeric) per answer
+    objects: pd.Index  # object label per object code
+    sources: pd.Index  # source label per source code
+    classes: pd.Index | None = None  # class label per class code (categorical only)
+    kind: str = "numeric"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_objects(self) -> int:
+        """Number of distinct objects."""
+        return len(self.objects)
+
+    @property
+    def n_sources(self) -> int:
+        """Number of distinct sources."""
+        return len(self.sources)
+
+    @property
+    def n_classes(self) -> int:
+        """Number of distinct class labels (categorical only)."""
+        return 0 if self.classes is None else len(self.classes)
+
+
+def _is_null(a: np.ndarray | pd.Series) -> np.ndarray:
+    return np.asarray(pd.isna(a), dtype=bool)
+
+
+def value_kind(values: Any) -> str:
+    """Return 'categorical' or 'numeric' for ``method='auto'`` from a value column's dtype (see module docs)."""
+    s = values if isinstance(values, pd.Series) else pd.Series(np.asarray(values) if not isinstance(values, list) else values)
+    s = s[~s.isna()]
+    if pd.api.types.is_bool_dtype(s.dtype) or isinstance(s.dtype, pd.CategoricalDtype):
+        return "categorical"
+    if pd.api.types.is_integer_dtype(s.dtype):
+        return "categorical" if s.nunique() <= MAX_AUTO_CATEGORIES else "numeric"
+    if pd.api.types.is_float_dtype(s.dtype):
+        return "numeric"
+    # object dtype: numbers stored as Python objects count as numbers, anything else is a label
+    if len(s) and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in s.iloc[:1000]):
+        return value_kind(pd.to_numeric(s))
+    return "categorical"
+
+
+def encode_answers(
+    objects: Any, sources: Any, values: Any, kind: str, *, dropna: bool = False, method: str = "?"
+) -> Answers:
+    """Validate and integer-code answers with pd.factorize; duplicate (object, source) pairs keep the last answer."""
+    o = pd.Series(objects).reset_index(drop=True) if not isinstance(objects, pd.Series) else objects.reset_index(drop=True)
+    s = pd.Series(sources).reset_index(drop=True) if not isinstance(sources, pd.Series) else sources.reset_index(drop=True)
+    v = pd.Series(values).reset_index(drop=True) if not isinstance(values, pd.Series) else values.reset_index(drop=True)
+    if not (len(o) == len(s) == len(v)):
+        raise ArgumentError(f"object, source and value must have the same length, got {len(o)}, {len(s)}, {len(v)}")
+    if len(o) == 0:
+        raise EmptyInputError(f"TRUTH_DISCOVER({method}): the input has no answers")
+    if _is_null(o).any():
+        raise ArgumentError(f"TRUTH_DISCOVER({method}): {int(_is_null(o).sum())} answers have a NULL object")
+    if _is_null(s).any():
+        raise ArgumentError(f"TRUTH_DISCOVER({method}): {int(_is_null(s).sum())} answers have a NULL source")
+    null_v = _is_null(v)
+    if null_v.any():
+        if not dropna:
+            first = o[null_v].iloc[0]
+            raise ArgumentError(
+                f"TRUTH_DISCOVER({method}): {int(null_v.sum())} answers have a NULL/NaN value (first on object {first!r}); "
+                "filter them out or pass dropna=True"
+            )
+        keep_objects = pd.unique(o)
+        o, s, v = o[~null_v].reset_index(drop=True), s[~null_v].reset_index(drop=True), v[~null_v].reset_index(drop=True)
+        missing = pd.Index(keep_objects).difference(pd.Index(pd.unique(o)))
+        if len(missing):
+            raise ArgumentError(
+                f"TRUTH_DISCOVER({method}): {len(missing)} objects have no answers once NULL values are dropped "
+                f"(e.g. {list(missing[:5])!r}); there is nothing to infer their truth from"
+            )
+    if len(o) == 0:
+        raise EmptyInputError(f"TRUTH_DISCOVER({method}): the input has no non-NULL answers")
+
+    if kind == "numeric":
+        if not (pd.api.types.is_numeric_dtype(v.dtype) and not pd.api.types.is_bool_dtype(v.dtype)):
+            try:
+                if v.dtype == object and all(isinstance(x, (int, float, np.number)) for x in v.iloc[:1000]):
+                    v = pd.to_numeric(v)
+                else:
+                    raise TypeError
+            except (TypeError, ValueError):
+                raise ArgumentError(
+                    f"TRUTH_DISCOVER({method}): method {method!r} is numeric but the value column holds "
+                    f"{v.dtype} values such as {v.iloc[0]!r}; use a categorical method ('mv', 'ds', ...)"
+                ) from None
+        val = v.to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(val)
+        if bad.any():
+            raise ArgumentError(
+                f"TRUTH_DISCOVER({method}): {int(bad.sum())} values are NaN or infinite (first on object {o[bad].iloc[0]!r})"
+            )
+        classes = None
+    else:
+        if pd.api.types.is_float_dtype(v.dtype):
+            fv = v.to_numpy(dtype=np.float64)
+            if not np.isfinite(fv).all():
+                raise ArgumentError(f"TRUTH_DISCOVER({method}): the value column holds NaN or infinite values")
+            if not np.all(fv == np.round(fv)):
+                raise ArgumentError(
+                    f"TRUTH_DISCOVER({method}): method {method!r} is categorical but the value column holds "
+                    f"non-integral numbers such as {fv[fv != np.round(fv)][0]!r}; use a numeric method "
+                    "('mean', 'median', 'crh', 'catd', 'gtm') or cast the labels to text"
+                )
+            v = pd.Series(fv.astype(np.int64))
+        codes, classes = pd.factorize(v, sort=True)
+        val = codes.astype(np.int64)
+        classes = pd.Index(classes)
+    # duplicates (same object, same source): keep the last answer, as a worker's later answer overrides
+    oc, objects_idx = pd.factorize(o)
+    sc, sources_idx = pd.factorize(s)
+    oc = oc.astype(np.int64)
+    sc = sc.astype(np.int64)
+    key = oc * len(sources_idx) + sc
+    if len(np.unique(key)) != len(key):
+        rev = key[::-1]
+        _, first_in_rev = np.unique(rev, return_index=True)
+        keep = np.sort(len(key) - 1 - first_in_rev)
+        oc, sc, val = oc[keep], sc[keep], val[keep]
+    return Answers(oc, sc, val, pd.Index(objects_idx), pd.Index(sources_idx), classes, kind)
+
+
+class TruthMethod:
+    """Base of every method: ``fit`` on arrays or ``fit_frame`` on a DataFrame; results as pandas Series."""
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = ""
+    aliases: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, tol: float = 1e-6, max_iter: int = 100, seed: int | np.random.Generator | None = None,
+                 dropna: bool = False) -> None:
+        if not (isinstance(max_iter, (int, np.integer)) and max_iter >= 1):
+            raise ArgumentError(f"max_iter must be a positive integer, got {max_iter!r}")
+        if not (np.isfinite(tol) and tol >= 0):
+            raise ArgumentError(f"tol must be a non-negative number, got {tol!r}")
+        self.tol = float(tol)
+        self.max_iter = int(max_iter)
+        self.seed = seed
+        self.dropna = dropna
+
+    def fit(self, objects: Any, sources: Any, values: Any) -> TruthMethod:
+        """Fit on three equally long 1-D arrays of object labels, source labels and values."""
+        ans = encode_answers(objects, sources, values, self.kind, dropna=self.dropna, method=self.name)
+        return self.fit_answers(ans)
+
+    def fit_frame(self, df: pd.DataFrame, object: str = "object", source: str = "source", value: str = "value"
+                  ) -> TruthMethod:
+        """Fit on a DataFrame, naming its object, source and value columns."""
+        for role, col in (("object", object), ("source", source), ("value", value)):
+            if col not in df.columns:
+                from crowddb.errors import UnknownColumnError
+
+                raise UnknownColumnError(f"{role} column {col!r} not in input columns {list(df.columns)!r}")
+        return self.fit(df[object], df[source], df[value])
+
+    def fit_answers(self, ans: Answers) -> TruthMethod:
+        """Fit on already coded answers and decode the results to labels."""
+        truth, conf, weights, n_iter = self._fit(ans)
+        if self.kind == "categorical":
+            assert ans.classes is not None
+            truth_labels = ans.classes.take(np.asarray(truth, dtype=np.int64))
+            self.truths_ = pd.Series(np.asarray(truth_labels), index=ans.objects, name="truth")
+            self.classes_ = ans.classes
+        else:
+            self.truths_ = pd.Series(np.asarray(truth, dtype=np.float64), index=ans.objects, name="truth")
+        self.truths_.index.name = "object"
+        self.confidences_ = pd.Series(np.asarray(conf, dtype=np.float64), index=ans.objects, name="confidence")
+        self.confidences_.index.name = "object"
+        self.source_weights_ = pd.Series(np.asarray(weights, dtype=np.float64), index=ans.sources, name="weight")
+        self.source_weights_.index.name = "source"
+        self.n_iter_ = int(n_iter)
+        self.answers_ = ans
+        return self
+
+    def _fit(self, ans: Answers) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        raise NotImplementedError
+
+
+class CategoricalMethod(TruthMethod):
+    """A method whose values are class labels; truths are labels, confidences posterior probabilities."""
+
+    kind = "categorical"
+
+    def _posterior_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.posteriors_, index=self.truths_.index, columns=self.classes_)
+
+    @property
+    def proba_(self) -> pd.DataFrame:
+        """Posterior probability of every class per object (objects × classes)."""
+        return self._posterior_frame()
+
+
+class NumericMethod(TruthMethod):
+    """A method whose values are real numbers; confidences are in (0, 1], 1 when all sources agree."""
+
+    kind = "numeric"
+
+
+METHODS: dict[str, type[TruthMethod]] = {}
+ALIASES: dict[str, str] = {}
+
+
+def register(cls: type[TruthMethod]) -> type[TruthMethod]:
+    """Class decorator adding a method to METHODS under its name and aliases."""
+    METHODS[cls.name] = cls
+    for a in cls.aliases:
+        ALIASES[a] = cls.name
+    return cls
+
+
+def get_method(name: str) -> type[TruthMethod]:
+    """Return the method class for a name or alias (case-insensitive); unknown names raise ArgumentError."""
+    key = str(name).strip().lower()
+    key = ALIASES.get(key, key)
+    if key not in METHODS:
+        raise ArgumentError(
+            f"unknown truth-inference method {name!r}; valid methods: {', '.join(sorted(METHODS))} "
+            f"(aliases: {', '.join(sorted(ALIASES))}) or 'auto'"
+        )
+    return METHODS[key]
+
+
+# ---------------------------------------------------------------- shared vectorized helpers
+
+
+def segment_sum(idx: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
+    """Sum ``weights`` per segment ``idx`` (np.bincount)."""
+    return np.bincount(idx, weights=weights, minlength=n)
+
+
+def class_votes(ans: Answers, w_answer: np.ndarray | None = None) -> np.ndarray:
+    """(objects × classes) matrix of (weighted) votes."""
+    k = ans.n_classes
+    flat = ans.obj * k + ans.val
+    v = np.bincount(flat, weights=w_answer, minlength=ans.n_objects * k)
+    return v.reshape(ans.n_objects, k)
+
+
+def normalize_rows(m: np.ndarray) -> np.ndarray:
+    """Divide each row by its sum (rows of zeros stay uniform)."""
+    s = m.sum(axis=1, keepdims=True)
+    out = np.where(s > 0, m / np.where(s > 0, s, 1.0), 1.0 / m.shape[1])
+    return out
+
+
+def argmax_rows(p: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Row argmax; ties go to the lowest class code, or are broken at random when ``rng`` is given."""
+    if rng is None:
+        return p.argmax(axis=1)
+    noise = rng.random(p.shape) * 1e-9 * (p == p.max(axis=1, keepdims=True))
+    return (p + noise).argmax(axis=1)
+
+
+def numeric_confidence(ans: Answers, truth: np.ndarray, w_source: np.ndarray | None = None) -> np.ndarray:
+    """1 / (1 + weighted RMS deviation of claims from the truth / global std of claims): 1 = all sources agree."""
+    w = np.ones(len(ans.val)) if w_source is None else w_source[ans.src]
+    w = np.maximum(w, 0.0)
+    dev2 = (ans.val - truth[ans.obj]) ** 2
+    num = segment_sum(ans.obj, w * dev2, ans.n_objects)
+    den = segment_sum(ans.obj, w, ans.n_objects)
+    rms = np.sqrt(num / np.maximum(den, _TINY))
+    scale = float(np.std(ans.val)) or 1.0
+    return 1.0 / (1.0 + rms / scale)

@@ -1,0 +1,118 @@
+"""discover(): the one call behind TRUTH_DISCOVER — validate, optionally perturb (LDP), fit a method, report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
+from crowddb.truth.base import TruthMethod, encode_answers, get_method, value_kind
+from crowddb.truth.ldp import PERTURBATIONS, check_epsilon
+from crowddb.truth.ldp import perturb as _perturb
+from crowddb.truth.noise import make_sampler
+
+__all__ = ["AUTO_METHODS", "TruthResult", "discover", "resolve_method"]
+
+#: what ``method='auto'`` picks for each value kind
+AUTO_METHODS = {"categorical": "ds", "numeric": "crh"}
+
+
+@dataclass
+class TruthResult:
+    """Result of discover(): one row per object, one row per source, the privacy report and the fitted model."""
+
+    objects: pd.DataFrame  # columns object, truth, confidence
+    sources: pd.DataFrame  # columns source, weight
+    method: str
+    n_iter: int
+    privacy: dict[str, Any] | None = None
+    model: TruthMethod | None = field(default=None, repr=False)
+
+
+def resolve_method(method: str, kind: str) -> type[TruthMethod]:
+    """Method class for a name and the value kind; 'auto' picks by kind, 'crh' follows the kind."""
+    name = str(method).strip().lower()
+    if name == "auto":
+        return get_method(AUTO_METHODS[kind])
+    cls = get_method(name)
+    if cls.name == "crh" and kind == "categorical":
+        return get_method("crh_categorical")
+    return cls
+
+
+def _columns(data: Any, object: str, source: str, value: str) -> tuple[Any, Any, Any]:
+    if isinstance(data, (tuple, list)) and len(data) == 3:
+        return data[0], data[1], data[2]
+    if isinstance(data, dict):
+        data = pd.DataFrame(data)
+    if not isinstance(data, pd.DataFrame):
+        if hasattr(data, "to_pandas"):  # pyarrow Table / polars
+            data = data.to_pandas()
+        elif hasattr(data, "df"):  # DuckDB relation
+            data = data.df()
+        else:
+            raise ArgumentError(f"discover() needs a DataFrame or (objects, sources, values), got {type(data).__name__}")
+    for role, col in (("object", object), ("source", source), ("value", value)):
+        if col not in data.columns:
+            raise UnknownColumnError(f"{role} column {col!r} not in input columns {list(data.columns)!r}")
+    return data[object], data[source], data[value]
+
+
+def discover(data: Any, object: str = "object", source: str = "source", value: str = "value", method: str = "auto",
+             perturb: str | None = None, epsilon: float | None = None, delta: float | None = None,
+             seed: int | np.random.Generator | None = None, tol: float = 1e-6, max_iter: int = 100,
+             dropna: bool = False, perturb_options: dict[str, Any] | None = None, **method_options: Any
+             ) -> TruthResult:
+    """Infer each object's truth and each source's weight, optionally on answers perturbed under local DP.
+
+    ``data`` is a DataFrame (or Arrow table / DuckDB relation) with the named columns, or a tuple of three arrays.
+    ``method='auto'`` uses Dawid-Skene for labels and CRH for numbers (see ``value_kind``); 'crh' on labels is CRH with
+    0-1 loss. With ``perturb`` in {'laplace', 'rr', 'mf', 'gaussian'} each worker's answers are perturbed first,
+    with noise from OpenDP/os.urandom when ``seed`` is None and from a seeded numpy Generator otherwise (reproducible,
+    for experiments only — not for production releases). Objects left without answers by the perturbation get a
+    NULL truth and confidence 0.
+    """
+    objs, srcs, vals = _columns(data, object, source, value)
+    name = str(method).strip().lower()
+    if name == "auto":
+        kind = value_kind(vals)
+        if perturb is not None and PERTURBATIONS.get(str(perturb).lower()) in ("laplace", "mf", "gaussian"):
+            kind = "numeric"
+    else:
+        kind = get_method(name).kind
+        if get_method(name).name == "crh":
+            kind = value_kind(vals)
+    cls = resolve_method(name, kind)
+    if perturb is None and (epsilon is not None or delta is not None):
+        raise PrivacyError("epsilon/delta were given but no perturb mechanism; pass perturb='laplace'|'rr'|'mf'|'gaussian'")
+    ans = encode_answers(objs, srcs, vals, "numeric" if perturb is not None and kind == "numeric" else cls.kind,
+                         dropna=dropna, method=cls.name)
+    privacy = None
+    if perturb is not None:
+        if epsilon is None:
+            raise PrivacyError(f"perturb={perturb!r} needs epsilon")
+        check_epsilon(epsilon)
+        sampler = make_sampler(seed)
+        ans, privacy = _perturb(ans, perturb, epsilon, delta, sampler, **(perturb_options or {}))
+        if ans.kind != cls.kind:
+            raise ArgumentError(f"method {cls.name!r} is {cls.kind} but perturb={perturb!r} produces {ans.kind} answers")
+    model = cls(tol=tol, max_iter=max_iter, seed=seed, **method_options)
+    fitted_objects = ans.objects
+    if perturb is not None:  # objects / sources that lost every answer are re-added with NULL results below
+        used = np.unique(ans.obj)
+        if len(used) < ans.n_objects or len(np.unique(ans.src)) < ans.n_sources:
+            from crowddb.truth.base import Answers
+
+            oc, ou = pd.factorize(ans.obj)
+            sc, su = pd.factorize(ans.src)
+            ans = Answers(oc.astype(np.int64), sc.astype(np.int64), ans.val, ans.objects.take(ou),
+                          ans.sources.take(su), ans.classes, ans.kind)
+    model.fit_answers(ans)
+    truths = model.truths_.reindex(fitted_objects)
+    conf = model.confidences_.reindex(fitted_objects).fillna(0.0)
+    objects_df = pd.DataFrame({"object": fitted_objects, "truth": truths.to_numpy(), "confidence": conf.to_numpy()})
+    sources_df = pd.DataFrame({"source": model.source_weights_.index, "weight": model.source_weights_.to_numpy()})
+    return TruthResult(objects_df, sources_df, cls.name, model.n_iter_, privacy, model)
