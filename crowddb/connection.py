@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -14,7 +15,14 @@ from sqlglot import exp
 
 from .catalog import TableRoles, declare_roles, ensure_catalog, resolve_table, roles_of
 from .crowd import Platform, SimulatedCrowd
-from .errors import ArgumentError, BudgetExceededError, CrowdDBError, QueryError, UnknownColumnError
+from .errors import (
+    ArgumentError,
+    BudgetExceededError,
+    CrowdDBError,
+    QueryError,
+    UnknownColumnError,
+    UnknownOperatorError,
+)
 from .operators.context import OperatorContext
 from .operators.human import OperatorPlan
 from .operators.table_functions import TABLE_FUNCTIONS
@@ -146,15 +154,29 @@ class CrowdDB:
         """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``."""
         statements = self._crowd_statements(query)
         if statements is None:
-            return self.con.sql(query, params=params)
+            with self._unknown_functions():
+                return self.con.sql(query, params=params)
         return self._run(query, statements, params, final="sql")
 
     def execute(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
         """Run SQL like ``DuckDBPyConnection.execute``: returns the connection, ready to fetch."""
         statements = self._crowd_statements(query)
         if statements is None:
-            return self.con.execute(query, params) if params is not None else self.con.execute(query)
+            with self._unknown_functions():
+                return self.con.execute(query, params) if params is not None else self.con.execute(query)
         return self._run(query, statements, params, final="execute")
+
+    @contextlib.contextmanager
+    def _unknown_functions(self):
+        """DuckDB's 'function does not exist' becomes UnknownOperatorError (a misspelt crowd operator lands here)."""
+        try:
+            yield
+        except duckdb.CatalogException as err:
+            message = str(err)
+            if "function" in message.lower() and "does not exist" in message.lower():
+                raise UnknownOperatorError(f"{message}\n(crowd operators: {self.registry.names()}; table functions: "
+                                           f"{sorted(n.upper() for n in TABLE_FUNCTIONS)})") from None
+            raise
 
     query = sql
 

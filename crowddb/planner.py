@@ -257,11 +257,11 @@ class Planner:
                 if kind == "table":
                     return _Source(alias, name, _columns(con, name), roles_of(con, name))
                 if kind == "view":
+                    select = exp.select("*").from_(exp.to_table(name, quoted=True))
+                    temp = self._materialize(item, select, alias)
                     roles = roles_of(con, name)
                     if not (roles.quasi_identifiers or roles.protected or roles.core):
-                        roles = self._derived_roles(exp.select("*").from_(exp.to_table(name, quoted=True)),
-                                                    view_sql=_view_sql(con, name))
-                    temp = self._materialize(item, exp.select("*").from_(exp.to_table(name, quoted=True)), alias)
+                        roles = self._derived_roles(select, _columns(con, temp), view_sql=_view_sql(con, name))
                     return _Source(alias, temp, _columns(con, temp), _rename_roles(roles, temp))
                 raise UnknownColumnError(f"no table, view or CTE named {name!r}")
             query = self._with_context(exp.select("*").from_(exp.to_table(name, quoted=True)), scope)
@@ -269,9 +269,9 @@ class Planner:
             query = self._with_context(item.this, scope)
         else:
             query = self._with_context(exp.select("*").from_(item.copy()), scope)
-        roles = self._derived_roles(query)
         temp = self._materialize(item, query, alias)
-        return _Source(alias, temp, _columns(con, temp), _rename_roles(roles, temp))
+        columns = _columns(con, temp)
+        return _Source(alias, temp, columns, _rename_roles(self._derived_roles(query, columns), temp))
 
     def _materialize(self, item: exp.Expression, query: exp.Select, alias: str) -> str:
         temp = self._temp_table("src", query=query)
@@ -279,7 +279,7 @@ class Planner:
                                alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
         return temp
 
-    def _derived_roles(self, query: exp.Select, view_sql: str | None = None) -> TableRoles:
+    def _derived_roles(self, query: exp.Select, columns: list[str], view_sql: str | None = None) -> TableRoles:
         """Roles of a derived relation, conservatively by name: a column inherits every role its name has in any
         table the query reads, and an alias inherits the roles of every column its expression mentions."""
         tree = query
@@ -290,17 +290,16 @@ class Planner:
                 tree = query
         con = self.ctx.con
         base = {t.name for t in tree.find_all(exp.Table) if _relation_kind(con, t.name) in ("table", "view")}
-        roles = [roles_of(con, t) for t in sorted(base)]
         qi: dict[str, str | None] = {}
         protected: set[str] = set()
-        truth: str | None = None
-        key: str | None = None
-        for r in roles:
+        truths: list[str] = []
+        keys: list[str] = []
+        for r in (roles_of(con, t) for t in sorted(base)):
             for c in r.quasi_identifiers:
                 qi.setdefault(c.lower(), r.kinds.get(c))
             protected |= {c.lower() for c in r.protected}
-            truth = truth or (r.ground_truth.lower() if r.ground_truth else None)
-            key = key or (r.key.lower() if r.key else None)
+            truths += [r.ground_truth.lower()] if r.ground_truth else []
+            keys += [r.key.lower()] if r.key else []
         # aliases: `expr AS name` takes the roles of the columns expr mentions
         for select in tree.find_all(exp.Select):
             for projection in select.expressions:
@@ -309,10 +308,16 @@ class Planner:
                     name = projection.alias.lower()
                     if mentioned & protected:
                         protected.add(name)
+                    if mentioned & set(truths):
+                        truths.append(name)
                     if mentioned & set(qi) and name not in qi:
                         qi[name] = None
-        sensitive = tuple(sorted(protected - {truth, key}))
-        return TableRoles("<derived>", tuple(qi), qi, sensitive, (), truth, key)
+        present = {c.lower(): c for c in columns}
+        truth = next((present[t] for t in truths if t in present), None)
+        key = next((present[k] for k in keys if k in present), None)
+        sensitive = tuple(present[p] for p in sorted(protected) if p in present and present[p] not in (truth, key))
+        return TableRoles("<derived>", tuple(present[q] for q in qi if q in present),
+                          {present[q]: v for q, v in qi.items() if q in present}, sensitive, (), truth, key)
 
     def _run_call(self, scope: exp.Select, call: exp.Anonymous, sources: list[_Source]) -> None:
         registry = self.ctx.registry

@@ -35,7 +35,7 @@ class Release:
 def fmt_number(v: float, integer: bool) -> str:
     """Compact text for a number: integers without decimals, floats without trailing zeros."""
     if integer or float(v).is_integer():
-        return str(int(round(v)))
+        return str(int(np.rint(v)))
     return np.format_float_positional(float(v), trim="-")
 
 

@@ -7,15 +7,25 @@ import numpy as np
 _DENSE_LIMIT = 1 << 24  # largest (partitions x codes) count matrix built densely; beyond it counts are sparse
 
 
-def _medians(lp: np.ndarray, c: np.ndarray, n_a: int, m: int, half: np.ndarray):
-    """Per local partition: first code whose cumulative count reaches ``half``, rows <= it and rows below it."""
-    if n_a * m <= _DENSE_LIMIT:
-        cum = np.bincount(lp * m + c, minlength=n_a * m).reshape(n_a, m).cumsum(axis=1)
-        split = np.argmax(cum >= half[:, None], axis=1)  # Mondrian's frequency-set median
-        ar = np.arange(n_a)
-        upto = cum[ar, split]
-        below = np.where(split > 0, cum[ar, np.maximum(split - 1, 0)], 0)
-        return split, upto, below
+def _medians(lp: np.ndarray, c: np.ndarray, mt: np.ndarray, half: np.ndarray):
+    """Per pseudo-partition t (codes 0..mt[t]-1): first code whose cumulative count reaches ``half[t]``
+    (Mondrian's frequency-set median), the rows up to it and the rows strictly below it."""
+    off = np.cumsum(mt) - mt  # ragged layout: pseudo-partition t owns counts[off[t] : off[t] + mt[t]]
+    total = int(off[-1] + mt[-1])
+    if total <= max(_DENSE_LIMIT, 4 * len(c)):
+        cum = np.cumsum(np.bincount(off[lp] + c, minlength=total))
+    else:
+        return _medians_sparse(lp, c, len(mt), int(mt.max()), half)
+    before = np.where(off > 0, cum[off - 1], 0)
+    pos = np.searchsorted(cum, before + half)  # first position whose running count reaches half
+    split = pos - off
+    upto = cum[pos] - before
+    below = np.where(pos > off, cum[pos - 1] - before, 0)
+    return split, upto, below
+
+
+def _medians_sparse(lp, c, n_a, m, half):
+    """Same as _medians via a sort of the (partition, code) keys, for huge partitions x codes products."""
     key, cnt = np.unique(lp * np.int64(m) + c, return_counts=True)
     kp, kc = key // m, key % m
     cum = np.cumsum(cnt)
@@ -55,6 +65,38 @@ def _distinct2(pid: np.ndarray, side: np.ndarray, s: np.ndarray, n_p: int, n_s: 
     return np.bincount(key // n_s, minlength=2 * n_p).reshape(n_p, 2)
 
 
+def _pair_rows(todo: np.ndarray, starts: np.ndarray, size: np.ndarray):
+    """Rows (grouped) of each listed partition and the position in ``todo`` they belong to."""
+    sz = size[todo]
+    lp = np.repeat(np.arange(len(todo)), sz)
+    return lp, np.arange(len(lp)) + np.repeat(starts[todo] - (np.cumsum(sz) - sz), sz)
+
+
+def _try_cuts(todo, dims, starts, size, cod, hi, m, k, strict, all_pid, sens, l):
+    """Median cut of partition todo[t] along dims[t] for every t: split code, |lhs|, rows below, allowed."""
+    d = cod.shape[1]
+    if all_pid is not None:  # every partition once, in order: all rows, no index building
+        lp, rsel = all_pid, None
+        c = np.take(cod.reshape(-1), np.arange(0, len(lp) * d, d) + dims[lp]).astype(np.int64)
+    else:
+        lp, rsel = _pair_rows(todo, starts, size)
+        c = np.take(cod.reshape(-1), rsel * d + dims[lp]).astype(np.int64)
+    sz = size[todo]
+    half = sz // 2
+    sp, up, bl = _medians(lp, c, m[dims], half)
+    if strict:
+        ok = (sp < hi[todo, dims]) & (up >= k) & (sz - up >= k)
+    else:
+        ok = np.ones(len(todo), bool)
+        up = half  # |lhs| = floor(size / 2)
+    if l is not None and ok.any():
+        rstart = np.cumsum(np.r_[0, sz[:-1]])
+        side = _sides(lp, c, sp, up, bl, rstart, strict)
+        s = sens if rsel is None else sens[rsel]
+        ok &= _distinct2(lp, side, s, len(todo), int(sens.max()) + 1).min(axis=1) >= l  # distinct l-diversity
+    return sp, up, bl, ok
+
+
 def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, strict: bool = True,
                     sensitive: np.ndarray | None = None, l: int | None = None,
                     init: np.ndarray | None = None, return_boxes: bool = False):
@@ -66,16 +108,20 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
     m = np.array([len(s) for s in scales], dtype=np.int64)
     span = np.array([float(s[-1] - s[0]) if len(s) else 0.0 for s in scales])
     inv_span = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0)
-    pid = np.zeros(n, np.int64) if init is None else np.unique(init, return_inverse=True)[1].reshape(-1)
-    order = np.argsort(pid, kind="stable")  # rows are kept grouped contiguously by partition
-    rows, pid = order, pid[order]
+    flat_scale = np.concatenate([np.asarray(s, dtype=float) for s in scales])
+    scale_off = np.cumsum(m) - m
     top = int(m.max(initial=1))
     ctype = np.int8 if top < 2**7 else np.int16 if top < 2**15 else np.int32 if top < 2**31 else np.int64
-    cod = np.ascontiguousarray(codes[order], dtype=ctype)  # narrow codes: every level streams them
+    cod = codes.astype(ctype)  # narrow codes: every level streams them
+    if init is None:
+        pid, rows = np.zeros(n, np.int64), np.arange(n)
+    else:  # start from given partitions (FKA), rows grouped contiguously by partition
+        pid = np.unique(init, return_inverse=True)[1].reshape(-1)
+        rows = np.argsort(pid, kind="stable")
+        pid, cod = pid[rows], np.take(cod, rows, axis=0)
     sens = None
     if l is not None:
-        sens = np.unique(sensitive, return_inverse=True)[1].reshape(-1)[order]
-        n_sens = int(sens.max()) + 1
+        sens = np.unique(sensitive, return_inverse=True)[1].reshape(-1)[rows]
     groups = np.empty(n, np.int64)
     next_gid = 0
     box_lo, box_hi = [], []
@@ -85,43 +131,36 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
         size = np.diff(np.r_[starts, len(rows)])
         lo = np.minimum.reduceat(cod, starts, axis=0).astype(np.int64)
         hi = np.maximum.reduceat(cod, starts, axis=0).astype(np.int64)
-        width = np.empty((n_p, d))
-        for j in range(d):
-            width[:, j] = (scales[j][hi[:, j]] - scales[j][lo[:, j]]) * inv_span[j]  # normalized range
+        width = (flat_scale[hi + scale_off] - flat_scale[lo + scale_off]) * inv_span  # normalized range
         cand = (width > 0) & (size >= 2 * k)[:, None]
-        flat_row = np.arange(0, len(rows) * d, d)
         chosen = np.full(n_p, -1)
         split = np.zeros(n_p, np.int64)
         upto = np.zeros(n_p, np.int64)
         below = np.zeros(n_p, np.int64)
-        while True:  # try the widest dimension; on a disallowed cut fall back to the next widest
-            todo = np.flatnonzero((chosen < 0) & cand.any(axis=1))
+        # passes 1-2: the widest (then next widest) remaining dimension of every undecided partition; pass 3: all
+        # remaining dimensions at once, keeping the widest allowable one (the classic loop's fallback order, batched)
+        todo = np.flatnonzero(cand.any(axis=1))
+        for attempt in range(3):
             if not len(todo):
                 break
-            best = np.argmax(np.where(cand[todo], width[todo], -1.0), axis=1)
-            if len(todo) == n_p:  # usual first pass: every partition, every row
-                rsel, lp = slice(None), pid
-                c = np.take(cod.reshape(-1), flat_row + best[pid]).astype(np.int64)
-            else:  # fallback pass: only the rows of the partitions still undecided (contiguous slices)
-                sz = size[todo]
-                lp = np.repeat(np.arange(len(todo)), sz)
-                rsel = np.arange(len(lp)) + np.repeat(starts[todo] - (np.cumsum(sz) - sz), sz)
-                c = np.take(cod.reshape(-1), rsel * d + best[lp]).astype(np.int64)
-            half = size[todo] // 2
-            sp, up, bl = _medians(lp, c, len(todo), int(m[best].max()), half)
-            if strict:
-                ok = (sp < hi[todo, best]) & (up >= k) & (size[todo] - up >= k)
-                up_left = up
-            else:
-                ok = np.ones(len(todo), bool)
-                up_left = half  # |lhs| = floor(size / 2)
-            if l is not None:
-                rstart = np.flatnonzero(np.r_[True, lp[1:] != lp[:-1]])
-                side = _sides(lp, c, sp, up_left, bl, rstart, strict)
-                ok &= _distinct2(lp, side, sens[rsel], len(todo), n_sens).min(axis=1) >= l  # distinct l-diversity
-            good, bad = todo[ok], todo[~ok]
-            chosen[good], split[good], upto[good], below[good] = best[ok], sp[ok], up_left[ok], bl[ok]
-            cand[bad, best[~ok]] = False
+            if attempt < 2:
+                best = np.argmax(np.where(cand[todo], width[todo], -1.0), axis=1)
+            every = pid if attempt == 0 and len(todo) == n_p else None
+            sp, up, bl, ok = _try_cuts(todo, best, starts, size, cod, hi, m, k, strict, every, sens, l)
+            if attempt == 2:  # keep the widest allowable dimension per partition (first on ties)
+                score = np.where(ok, width[todo, best], -1.0)
+                order = np.lexsort((best, -score, todo))
+                head = order[np.r_[True, todo[order][1:] != todo[order][:-1]]]
+                head = head[ok[head]]
+                todo, best, sp, up, bl, ok = todo[head], best[head], sp[head], up[head], bl[head], ok[head]
+            good = todo[ok]
+            chosen[good], split[good], upto[good], below[good] = best[ok], sp[ok], up[ok], bl[ok]
+            failed = todo[~ok]
+            cand[failed, best[~ok]] = False
+            todo = failed[cand[failed].any(axis=1)]
+            if attempt == 1:
+                pi, best = np.nonzero(cand[todo])  # row-major: pairs come grouped by partition
+                todo = todo[pi]
         cut = chosen >= 0
         fin = ~cut[pid]
         if fin.any():  # partitions without an allowable cut become equivalence classes
@@ -141,18 +180,12 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
             break
         c = np.take(cod.reshape(-1), np.arange(0, len(rows) * d, d) + chosen[pid]).astype(np.int64)
         side = _sides(pid, c, split, upto, below, starts, strict)
-        # regroup rows contiguously: each partition's left child first, then its right child
-        is_l = side == 0
-        cl = np.cumsum(is_l)  # left rows up to and including each row
-        base = np.where(starts > 0, cl[starts - 1], 0)  # left rows before each partition
-        left_n = np.append(base[1:], cl[-1]) - base
-        bp, sp_ = base[pid], starts[pid]
-        pos = np.where(is_l, sp_ + cl - 1 - bp, left_n[pid] + np.arange(len(pid)) - cl + bp)
-        inv = np.empty_like(pos)
-        inv[pos] = np.arange(len(pos))
-        rows, cod = np.take(rows, inv), np.take(cod, inv, axis=0)
-        pid = np.take(pid * 2 + side, inv)
-        starts = np.stack([starts, starts + left_n], axis=1).reshape(-1)  # children: left at the parent's start
+        # regroup rows contiguously: each partition's left child first, then its right child (stable sort of
+        # nearly sorted keys: timsort runs make this linear in practice)
+        key = pid * 2 + side
+        inv = np.argsort(key, kind="stable")
+        rows, cod, pid = np.take(rows, inv), np.take(cod, inv, axis=0), np.take(key, inv)
+        starts = np.stack([starts, starts + upto], axis=1).reshape(-1)  # |left child| = upto
         if sens is not None:
             sens = sens[inv]
     if return_boxes:

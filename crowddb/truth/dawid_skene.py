@@ -52,16 +52,29 @@ class DawidSkene(CategoricalMethod):
         post, lognorm = _log_softmax_rows(logp)
         return post, float(lognorm.sum())
 
+    def _elbo(self, ans: Answers, post: np.ndarray, priors: np.ndarray, cm: np.ndarray) -> float:
+        """Evidence lower bound per answer: E_T[log p(labels, T)] + H(T), divided by the number of answers."""
+        logcm = np.log(cm)
+        k, n = ans.n_classes, ans.n_objects
+        ell = 0.0
+        for c in range(k):
+            ell += float(np.dot(post[ans.obj, c], logcm[ans.src, c, ans.val]))
+        ell += float(post.sum(axis=0) @ np.log(priors))
+        ent = -float(np.sum(post * np.log(np.clip(post, 1e-300, None))))
+        return (ell + ent) / len(ans.val)
+
     def _fit(self, ans: Answers):
         post = normalize_rows(class_votes(ans))
-        ll_old = -np.inf
+        priors, cm = self._m_step(ans, post)
+        elbo_old = -np.inf
         n_iter = 0
         for n_iter in range(1, self.max_iter + 1):
-            priors, cm = self._m_step(ans, post)
             post, ll = self._e_step(ans, priors, cm)
-            if abs(ll - ll_old) / len(ans.val) < self.tol:
+            priors, cm = self._m_step(ans, post)
+            elbo = self._elbo(ans, post, priors, cm)
+            if elbo - elbo_old < self.tol:  # stop once the per-answer evidence lower bound no longer rises by tol
                 break
-            ll_old = ll
+            elbo_old = elbo
         self.priors_, self.confusion_ = priors, cm
         self.posteriors_ = post
         truth = post.argmax(axis=1)

@@ -6,7 +6,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
-from crowddb.truth.base import Answers, CategoricalMethod, class_votes, normalize_rows, register, segment_sum
+from crowddb.truth.base import Answers, CategoricalMethod, class_votes, register, segment_sum
 from crowddb.truth.dawid_skene import _log_softmax_rows
 
 
@@ -17,9 +17,11 @@ class GLAD(CategoricalMethod):
     name = "glad"
     aliases = ()
 
-    def __init__(self, alpha_prior: float = 1.0, b_prior: float = 0.0, m_step_iter: int = 25, **kw) -> None:
+    def __init__(self, alpha_prior: float = 1.0, b_prior: float = 1.0, m_step_iter: int = 25,
+                 learn_priors: bool = False, **kw) -> None:
         super().__init__(**kw)
         self.alpha_prior, self.b_prior, self.m_step_iter = float(alpha_prior), float(b_prior), int(m_step_iter)
+        self.learn_priors = learn_priors
 
     def _e_step(self, ans: Answers, alpha: np.ndarray, b: np.ndarray, priors: np.ndarray):
         k, n = ans.n_classes, ans.n_objects
@@ -51,14 +53,16 @@ class GLAD(CategoricalMethod):
         return res.x[:ns], res.x[ns:]
 
     def _fit(self, ans: Answers):
-        post = normalize_rows(class_votes(ans))
         alpha = np.full(ans.n_sources, self.alpha_prior)
         b = np.full(ans.n_objects, self.b_prior)
-        ll_old = -np.inf
+        priors = np.full(ans.n_classes, 1.0 / ans.n_classes)  # uniform class priors, learnt only if learn_priors
+        post, lognorm = self._e_step(ans, alpha, b, priors)
+        ll_old = float(lognorm.sum())
         n_iter = 0
         for n_iter in range(1, self.max_iter + 1):
-            priors = np.clip(post.mean(axis=0), 1e-10, None)
-            priors /= priors.sum()
+            if self.learn_priors:
+                priors = np.clip(post.mean(axis=0), 1e-10, None)
+                priors /= priors.sum()
             alpha, b = self._m_step(ans, post, alpha, b)
             post, lognorm = self._e_step(ans, alpha, b, priors)
             ll = float(lognorm.sum())

@@ -1,0 +1,44 @@
+"""Shared fixtures: a small people table with declared roles, and a crowd of perfect workers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import crowddb
+from crowddb.crowd import SimulatedCrowd
+
+
+def people_frame(n: int = 60, seed: int = 0) -> pd.DataFrame:
+    """People whose job is a rule of age and education: a crowd that knows the rule can answer exactly."""
+    rng = np.random.default_rng(seed)
+    age = rng.integers(18, 70, n)
+    edu = rng.integers(1, 17, n)
+    job = np.where(edu >= 13, "teacher", np.where(age >= 40, "driver", "clerk"))
+    return pd.DataFrame({
+        "id": np.arange(1, n + 1), "age": age, "sex": rng.choice(["F", "M"], n), "zip": rng.choice(
+            ["10001", "10002", "20001", "20002"], n), "edu": edu, "hobby": rng.choice(["chess", "golf", "none"], n),
+        "job": job, "salary": rng.integers(20_000, 90_000, n)})
+
+
+@pytest.fixture
+def perfect_crowd() -> SimulatedCrowd:
+    return SimulatedCrowd(qualities=np.ones(10), seed=1)
+
+
+@pytest.fixture
+def db(perfect_crowd):
+    """In-memory crowd database with `people` loaded: QIs age, sex, zip; sensitive salary; ground truth job."""
+    with crowddb.connect(platform=perfect_crowd, seed=3, progress=False) as con:
+        con.load_frame("people", people_frame(), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
+                       ground_truth="job", key="id")
+        yield con
+
+
+@pytest.fixture
+def open_db(perfect_crowd):
+    """The same database without any quasi-identifier (raw tuples may be published)."""
+    with crowddb.connect(platform=perfect_crowd, seed=3, progress=False) as con:
+        con.load_frame("people", people_frame(), sensitive=["salary"], ground_truth="job", key="id")
+        yield con
