@@ -231,6 +231,9 @@ class Planner:
         """Run every human call whose SELECT is ``scope``: tuple operators first, then group operators."""
         sources = self._prepare_sources(scope)
         calls = [n for n in self.crowd_nodes(scope) if self.is_human(n) and self._scope_of(n) is scope]
+        for call in calls:
+            if any(self.crowd_nodes(arg) for arg in call.expressions):
+                raise ArgumentError(f"{call.name}: crowd operators cannot be nested inside its arguments")
         calls.sort(key=lambda c: self.ctx.registry.get(c.name).kind == "group")
         for call in calls:
             self._run_call(scope, call, sources)
@@ -432,9 +435,10 @@ class Planner:
             value = exp.func("any_value", value)
         call.replace(value)
         hidden = [exp.column(c, table=alias, quoted=True) for c in [*keys, _ANSWER]]
+        key = "except_" if "except_" in exp.Star.arg_types else "except"  # sqlglot renamed it
         for star in scope.expressions:
             if isinstance(star, exp.Star):
-                star.set("except", [*(star.args.get("except") or []), *hidden])
+                star.set(key, [*(star.args.get(key) or []), *hidden])
 
     # ----------------------------------------------------------------------------------------- arguments
     def _published(self, args: list[exp.Expression], sources: list[_Source], what: str

@@ -114,10 +114,10 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
     ctype = np.int8 if top < 2**7 else np.int16 if top < 2**15 else np.int32 if top < 2**31 else np.int64
     cod = codes.astype(ctype)  # narrow codes: every level streams them
     if init is None:
-        pid, rows = np.zeros(n, np.int64), np.arange(n)
+        pid, rows = np.zeros(n, np.int32), np.arange(n, dtype=np.int32)
     else:  # start from given partitions (FKA), rows grouped contiguously by partition
-        pid = np.unique(init, return_inverse=True)[1].reshape(-1)
-        rows = np.argsort(pid, kind="stable")
+        pid = np.unique(init, return_inverse=True)[1].reshape(-1).astype(np.int32)
+        rows = np.argsort(pid, kind="stable").astype(np.int32)
         pid, cod = pid[rows], np.take(cod, rows, axis=0)
     sens = None
     if l is not None:
@@ -174,7 +174,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
             if sens is not None:
                 sens = sens[keep]
             new = np.cumsum(cut) - 1
-            pid, chosen, split, upto, below, size = new[pid], chosen[cut], split[cut], upto[cut], below[cut], size[cut]
+            pid, chosen, split, upto, below, size = new.astype(np.int32)[pid], chosen[cut], split[cut], upto[cut], below[cut], size[cut]
             starts = np.cumsum(np.r_[0, size[:-1]])
         if not len(rows):
             break
@@ -182,7 +182,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
         side = _sides(pid, c, split, upto, below, starts, strict)
         # regroup rows contiguously: each partition's left child first, then its right child (stable sort of
         # nearly sorted keys: timsort runs make this linear in practice)
-        key = pid * 2 + side
+        key = pid * np.int32(2) + side
         inv = np.argsort(key, kind="stable")
         rows, cod, pid = np.take(rows, inv), np.take(cod, inv, axis=0), np.take(key, inv)
         starts = np.stack([starts, starts + upto], axis=1).reshape(-1)  # |left child| = upto

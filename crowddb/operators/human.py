@@ -177,9 +177,11 @@ class HumanOperatorRun:
 
     @staticmethod
     def _with_occurrence(items: pd.DataFrame) -> pd.DataFrame:
-        """Number identical items 0, 1, ...: the n-th copy of the same content reuses the n-th purchase."""
-        first = items.drop_duplicates("item_id")
-        occurrence = pd.Series(first.groupby("item_key").cumcount().to_numpy(), index=first["item_id"].to_numpy())
+        """Number identical items 0, 1, ... in input order (not shuffled order): the n-th copy of the same content
+        reuses the n-th purchase, so a rerun maps the same rows to the same answers."""
+        first = items.groupby("item_id", sort=False).agg(item_key=("item_key", "first"), row=(ROW_ID, "min"))
+        first = first.sort_values("row", kind="stable")
+        occurrence = pd.Series(first.groupby("item_key").cumcount().to_numpy(), index=first.index.to_numpy())
         items["occurrence"] = items["item_id"].map(occurrence).astype(np.int64)
         return items
 
@@ -357,8 +359,9 @@ class HumanOperatorRun:
         """One answer per item from its assignments, with the operator's truth-inference method."""
         from ..truth import discover
 
+        # seeded by the operator's signature, not the run: the same answers always aggregate to the same result
         result = discover(answers, object="item_id", source="worker_id", value="answer",
-                          method=self.op.aggregation, seed=int(self.rng.integers(2**31)))
+                          method=self.op.aggregation, seed=int(self._signature()[:8], 16))
         out = result.objects.rename(columns={"object": "item_id", "truth": "answer"})
         return out[["item_id", "answer"]]
 

@@ -1,0 +1,109 @@
+"""Answers are bought once (also across reopening the file); budgets refuse queries before anything is published."""
+
+from __future__ import annotations
+
+import pytest
+
+import crowddb
+from crowddb.crowd import SimulatedCrowd
+from crowddb.errors import BudgetExceededError
+
+from conftest import people_frame
+
+QUERY = "SELECT id, getposition(*) AS p FROM people ORDER BY id"
+
+
+def counts(db) -> tuple[int, int, int]:
+    return tuple(db.sql("SELECT (SELECT count(*) FROM crowddb_hits), (SELECT count(*) FROM crowddb_answers), "
+                        "(SELECT count(*) FROM crowddb_payments)").fetchall()[0])
+
+
+def load(db):
+    db.load_frame("people", people_frame(), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
+                  ground_truth="job", key="id")
+
+
+def test_rerun_reuses_answers_and_pays_nothing(tmp_path):
+    path = tmp_path / "cache.duckdb"
+    with crowddb.connect(path, seed=5, progress=False) as db:
+        load(db)
+        first = db.sql(QUERY).df()
+        bought = counts(db)
+        assert bought[0] > 0
+        again = db.sql(QUERY).df()
+        assert counts(db) == bought
+        assert db.last_plan.operators[0].cached_items == 60
+        assert db.last_plan.operators[0].estimated_cost == 0
+    with crowddb.connect(path, seed=5, progress=False) as db:  # reopen: same answers, nothing new bought
+        third = db.sql(QUERY).df()
+        assert counts(db) == bought
+    assert first.equals(again) and first.equals(third)
+
+
+def test_more_assignments_buy_only_the_difference(open_db):
+    open_db.sql("SELECT getposition(age, edu, assignments := 3) FROM people").fetchall()
+    assert counts(open_db)[1] == 180
+    plan = open_db.explain("SELECT getposition(age, edu, assignments := 5) FROM people")
+    assert plan.assignments == 2 and plan.hits == 1  # every item needs 2 more answers: one HIT of 60 items, 2 workers
+    open_db.sql("SELECT getposition(age, edu, assignments := 5) FROM people").fetchall()
+    assert counts(open_db)[1] == 300
+
+
+def test_identical_items_are_bought_once_per_copy(open_db):
+    open_db.sql("CREATE TABLE twins AS SELECT 30 AS age, 'x' AS job FROM range(4)")
+    open_db.declare_roles("twins", ground_truth="job")
+    open_db.sql("SELECT getposition(age, domain := ['x', 'y']) FROM twins").fetchall()
+    assert open_db.sql("SELECT count(DISTINCT (item_key, occurrence)) FROM crowddb_hit_items").fetchall() == [(4,)]
+    open_db.sql("SELECT getposition(age, domain := ['x', 'y']) FROM twins LIMIT 2").fetchall()
+    assert open_db.sql("SELECT count(*) FROM crowddb_hit_items").fetchall() == [(4,)]
+
+
+def test_call_budget_refuses_before_publishing(open_db):
+    with pytest.raises(BudgetExceededError) as err:
+        open_db.sql("SELECT getposition(age, edu, budget := 0.5) FROM people")
+    message = str(err.value)
+    assert "$0.50" in message and "$1.30" in message  # both figures: budget and estimate (1 HIT x 5 x $0.26)
+    assert counts(open_db) == (0, 0, 0)
+    assert open_db.sql("SELECT count(*) FROM crowddb_runs").fetchall() == [(0,)]
+
+
+def test_connection_budget_covers_the_whole_query(perfect_crowd):
+    with crowddb.connect(platform=perfect_crowd, budget=2.0, progress=False) as db:
+        db.load_frame("people", people_frame(), sensitive=["salary"], ground_truth="job", key="id")
+        db.sql("SELECT getposition(age, edu) FROM people").fetchall()  # $1.30 fits
+        with pytest.raises(BudgetExceededError, match=r"\$2\.00"):
+            db.sql("SELECT getposition(age) AS a, getposition(edu) AS b FROM people")  # 2 x $1.30
+        assert db.sql("SELECT count(*) FROM crowddb_runs").fetchall() == [(1,)]
+
+
+class FailingCrowd(SimulatedCrowd):
+    def collect(self, hit_ids, *, progress=None):
+        raise crowddb.errors.PlatformError("marketplace is down")
+
+
+def test_platform_failure_leaves_no_half_written_hits():
+    with crowddb.connect(platform=FailingCrowd(seed=1), progress=False) as db:
+        db.load_frame("people", people_frame(), sensitive=["salary"], ground_truth="job", key="id")
+        with pytest.raises(crowddb.errors.PlatformError, match="down"):
+            db.sql("SELECT getposition(age, edu) FROM people")
+        assert counts(db) == (0, 0, 0)
+        assert db.sql("SELECT count(*) FROM crowddb_runs").fetchall() == [(0,)]
+
+
+def test_explain_publishes_nothing_and_matches_the_run(db):
+    plan = db.explain("SELECT id, getposition(*, k := 6) FROM people")
+    assert counts(db) == (0, 0, 0)
+    op = plan.operators[0]
+    assert (op.input_rows, op.items, op.hits, op.assignments, op.k, op.anonymizer) == (60, 60, 1, 5, 6, "mondrian")
+    assert op.estimated_cost == pytest.approx(5 * 0.26)
+    assert op.ncp is not None and 0 <= op.ncp <= 100
+    assert "k=6" in str(plan) and "HITs" in str(plan)
+    db.sql("SELECT id, getposition(*, k := 6) FROM people").fetchall()
+    run = db.sql("SELECT hits, assignments, cost FROM crowddb_runs").fetchall()[0]
+    assert (run[0], run[1], float(run[2])) == (1, 5, pytest.approx(op.estimated_cost))
+
+
+def test_explain_without_crowd_operator():
+    with crowddb.connect() as db:
+        plan = db.explain("SELECT 1")
+        assert plan.operators == [] and "unchanged" in str(plan)
