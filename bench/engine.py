@@ -47,8 +47,8 @@ def main() -> None:
 
     print(f"{'plain SQL (fetch all)':32} {'duckdb ms':>10} {'crowddb ms':>11} {'ratio':>7}")
     for name, query in PLAIN:
-        base = timed(lambda: raw.sql(query).fetchall(), args.repeat)
-        ours = timed(lambda: db.sql(query).fetchall(), args.repeat)
+        base = timed(lambda q=query: raw.sql(q).fetchall(), args.repeat)
+        ours = timed(lambda q=query: db.sql(q).fetchall(), args.repeat)
         print(f"{name:32} {base * 1e3:10.3f} {ours * 1e3:11.3f} {ours / base:7.3f}")
 
     print()

@@ -115,17 +115,15 @@ class CrowdDB:
             con.close()
             self.__dict__["con"] = None
 
-    def __enter__(self) -> CrowdDB:
+    def __enter__(self) -> CrowdDB:  # noqa: PYI034 (typing.Self needs Python 3.11)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
-        try:
+        with contextlib.suppress(Exception):  # never raise from a finalizer
             self.close()
-        except Exception:
-            pass
 
     def __getattr__(self, name: str) -> Any:
         con = self.__dict__.get("con")

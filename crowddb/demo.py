@@ -5,13 +5,13 @@ from __future__ import annotations
 from . import connect
 from .datasets import adult_path
 
-ROLES = dict(
-    quasi_identifiers=["age", "sex", "education_num", "marital_status", "race"],
-    sensitive=["occupation", "income", "capital_gain", "capital_loss"],
-    core=["age", "sex", "education_num", "marital_status", "race", "workclass", "hours_per_week"],
-    ground_truth="occupation",
-    key="id",
-)
+ROLES = {
+    "quasi_identifiers": ["age", "sex", "education_num", "marital_status", "race"],
+    "sensitive": ["occupation", "income", "capital_gain", "capital_loss"],
+    "core": ["age", "sex", "education_num", "marital_status", "race", "workclass", "hours_per_week"],
+    "ground_truth": "occupation",
+    "key": "id",
+}
 
 
 def run_demo(database: str = ":memory:", rows: int = 2000, seed: int = 7) -> None:

@@ -398,7 +398,7 @@ class Planner:
         human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
                            kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
                            budget=named.get("budget"), seed=named.get("seed"))
-        answers, plan = HumanOperatorRun(self.ctx, human).run()
+        answers, _plan = HumanOperatorRun(self.ctx, human).run()
         if answers is None:  # dry run: splice a typed NULL so outer operators can still be planned
             call.replace(exp.cast(exp.null(), "VARCHAR"))
             return

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from conftest import people_frame
 
 import crowddb
 from crowddb.crowd import SimulatedCrowd
 from crowddb.errors import BudgetExceededError
-
-from conftest import people_frame
 
 QUERY = "SELECT id, getposition(*) AS p FROM people ORDER BY id"
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import people_frame
 
 import crowddb
 from crowddb.cli import main
 from crowddb.crowd import HitBatch, KnowledgeBase, SimulatedCrowd
 from crowddb.errors import ArgumentError, PlatformError
-
-from conftest import people_frame
 
 
 def knowledge() -> KnowledgeBase:

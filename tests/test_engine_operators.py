@@ -6,11 +6,10 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import people_frame
 
 import crowddb
 from crowddb.anonymize.generalize import Release  # noqa: F401  (the anonymizer must be importable)
-
-from conftest import people_frame
 
 
 def hit_contents(db) -> list[dict]:

@@ -6,11 +6,10 @@ import json
 
 import duckdb
 import pytest
+from conftest import people_frame
 
 import crowddb
 from crowddb.errors import PrivacyError, UnknownColumnError
-
-from conftest import people_frame
 
 
 def test_roles_from_python_persist_across_reopen(tmp_path, perfect_crowd):

@@ -26,6 +26,7 @@ GROUP_ID = "__crowd_group"  # group number (group operators)
 TRUTH = "__crowd_truth"     # hidden ground truth (never published; the simulated crowd's knowledge)
 KEY = "__crowd_key"         # the value a group operator returns for the chosen row
 _PROGRESS_MIN_HITS = 4
+_FKA_SAMPLE_RATIO = 0.10  # FKA's default sample ratio (kanon-crowd-db Table 7)
 
 
 @dataclasses.dataclass
@@ -79,6 +80,13 @@ def render(values: pd.Series) -> pd.Series:
     return out.where(values.notna(), "*")
 
 
+class _NoBar:
+    """Progress sink for purchases made outside the main progress bar (FKA's samples)."""
+
+    def update(self, n: int) -> None:
+        pass
+
+
 class HumanOperatorRun:
     """One call of a human operator over its materialized input."""
 
@@ -98,6 +106,10 @@ class HumanOperatorRun:
         self.question = self.op.question.format(**{k: v for k, v in call.args.items()})
         self.domain = self._domain()
         self.spent = 0.0
+        self._hit_seq = 0
+        self._bought: list[tuple[HitBatch, Any, pd.DataFrame]] = []
+        self._fka_tuples = 0
+        self._fka_estimate = 0
 
     # ----------------------------------------------------------------------------------------------- set-up
     def _domain(self) -> tuple[str, ...] | None:
@@ -120,8 +132,10 @@ class HumanOperatorRun:
         truth = self.call.frame[TRUTH].astype(object).where(self.call.frame[TRUTH].notna(), None)
         return KnowledgeBase(raw, truth.astype(str).to_numpy(dtype=object))
 
-    def _signature(self) -> str:
-        sig = json.dumps([self.op.name, self.op.kind, self.question, self.domain, self.call.published])
+    def _signature(self, columns: list[str] | None = None) -> str:
+        """Hash of what makes two items the same question: operator, question, answers, published columns."""
+        columns = list(self.call.published) if columns is None else list(columns)
+        sig = json.dumps([self.op.name, self.op.kind, self.question, self.domain, columns])
         return hashlib.sha1(sig.encode()).hexdigest()[:16]
 
     # ---------------------------------------------------------------------------------------- anonymization
@@ -139,9 +153,15 @@ class HumanOperatorRun:
         from ..anonymize import anonymize  # the algorithm layer
 
         options: dict[str, Any] = {}
-        if op.anonymizer == "fka":
-            options["ask"] = self._fka_ask(raw)
-        release = anonymize(raw, list(call.quasi_identifiers), int(op.k), method=op.anonymizer,
+        method = op.anonymizer
+        if method == "fka" and self.ctx.dry_run:
+            # FKA needs crowd answers; explain() shows Mondrian's release (FKA's starting point) and FKA's sampling
+            # cost: the raw samples and their cell-generalized copies, sample_ratio (10%) of the rows each
+            self._fka_estimate = 2 * max(2, round(_FKA_SAMPLE_RATIO * len(raw)))
+            method = "mondrian"
+        elif method == "fka":
+            options.update(ask=self._fka_ask(raw), sample_ratio=_FKA_SAMPLE_RATIO)
+        release = anonymize(raw, list(call.quasi_identifiers), int(op.k), method=method,
                             kinds=dict(call.kinds) or None, seed=self.rng, **options)
         table = release.table[call.published].copy()
         for col in call.published:
@@ -150,18 +170,57 @@ class HumanOperatorRun:
         return table.astype(str), release.metrics
 
     def _fka_ask(self, raw: pd.DataFrame):
-        raise ArgumentError("anonymizer 'fka' is not wired into the engine yet")
+        """FKA's crowd callback: publish synthetic QI boxes as paid HITs of this operator (kanon-crowd-db §4.1, §4.3).
+
+        ``ask(lo, hi)`` gets boxes in the anonymizer's numeric coding; each box is shown as its range / value-set
+        labels (a raw synthetic sample has lo == hi), bought like any other item, and aggregated to one answer."""
+        from ..anonymize.encoding import encode
+        from ..anonymize.generalize import code_labels
+
+        if self.op.kind != "tuple":
+            raise ArgumentError(f"{self.op.name}: anonymizer 'fka' needs a per-tuple question; use 'mondrian' for "
+                                "group operators")
+        qis = list(self.call.quasi_identifiers)
+        enc = encode(raw, qis, dict(self.call.kinds) or None)
+        knowledge = self._knowledge(raw[qis])
+        domain = pd.Index(self.domain)
+
+        def ask(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+            shown = {}
+            for j, q in enumerate(qis):
+                column = enc.columns[q]
+                lo_code = np.searchsorted(column.scale, lo[:, j] - 1e-9, side="left")
+                hi_code = np.searchsorted(column.scale, hi[:, j] + 1e-9, side="right") - 1
+                labels, inverse, _, _ = code_labels(column, lo_code, np.maximum(hi_code, lo_code))
+                shown[q] = np.asarray(labels, dtype=object)[inverse]
+            answers = self._buy_tuples(pd.DataFrame(shown), knowledge)
+            self._fka_tuples += len(lo)
+            return domain.get_indexer(answers).astype(np.int64)
+
+        return ask
+
+    def _buy_tuples(self, shown: pd.DataFrame, knowledge: KnowledgeBase | None) -> np.ndarray:
+        """Buy one aggregated answer per row of ``shown`` (published text), through cache, budget and platform."""
+        saved, self.shown = getattr(self, "shown", None), shown
+        try:
+            items = self._items(shown, kind="tuple")
+            cached = self._cached(items)
+            hits, layout = self._hits(items, cached.groupby(["item_key", "occurrence"]).size(), 0)
+            answers = self._round(items, cached, hits, layout, knowledge, _NoBar(), 0)
+        finally:
+            self.shown = saved
+        return items[[ROW_ID, "item_id"]].merge(answers, on="item_id").sort_values(ROW_ID)["answer"].to_numpy()
 
     # ------------------------------------------------------------------------------------------------ items
-    def _items(self, shown: pd.DataFrame) -> pd.DataFrame:
+    def _items(self, shown: pd.DataFrame, kind: str | None = None) -> pd.DataFrame:
         """Round-1 question items in shuffled order: item_id, ROW_ID, row_no, row_hash, item_key, occurrence."""
         n = len(shown)
-        if self.op.kind == "group":
+        if (kind or self.op.kind) == "group":
             return self._group_round_items(self.call.frame[GROUP_ID].to_numpy(), np.arange(n), 0)
         order = self.rng.permutation(n)  # rows are shuffled before they are grouped into HITs
         row_hash = pd.util.hash_pandas_object(shown, index=False).to_numpy()[order]
         items = pd.DataFrame({"item_id": np.arange(n), ROW_ID: order, "row_no": 1, "row_hash": row_hash})
-        items["item_key"] = np.char.add(self._signature() + ":", row_hash.astype(str)).astype(object)
+        items["item_key"] = np.char.add(self._signature(list(shown.columns)) + ":", row_hash.astype(str)).astype(object)
         return self._with_occurrence(items)
 
     def _group_round_items(self, groups: np.ndarray, rows: np.ndarray, first_id: int) -> pd.DataFrame:
@@ -216,7 +275,7 @@ class HumanOperatorRun:
         return got[got["rank"] < self.op.assignments].drop(columns="rank")
 
     # ------------------------------------------------------------------------------------------------- HITs
-    def _hits(self, items: pd.DataFrame, have: pd.Series, round_no: int, start: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def _hits(self, items: pd.DataFrame, have: pd.Series, round_no: int) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Pack items that still need answers into HITs of at most N tuples; one HIT layout per missing count.
 
         Returns ``hits`` (hit_id, assignments, round) and ``layout`` (item_id, hit_id, item_no)."""
@@ -227,7 +286,7 @@ class HumanOperatorRun:
         per_item["need"] = self.op.assignments - got
         per_item = per_item[per_item["need"] > 0]
         hits, layout = [], []
-        n = start
+        n = self._hit_seq  # HIT numbers continue across FKA's sample HITs and knock-out rounds
         for need, part in per_item.groupby("need", sort=True):
             hit_no = self._pack(part["rows"].to_numpy()) + n
             ids = np.char.add(f"R{self.run_id}-", np.char.zfill((hit_no + 1).astype(str), 5)).astype(object)
@@ -266,31 +325,40 @@ class HumanOperatorRun:
         items = self._items(shown)
         cached = self._cached(items)
         have = cached.groupby(["item_key", "occurrence"]).size()
-        hits, layout = self._hits(items, have, 1, 0)
+        hits, layout = self._hits(items, have, 1)
         n_items = items["item_id"].nunique()
         cached_items = int((have >= op.assignments).sum())
         later = self._later_round_hits(items) if op.kind == "group" else 0
-        assignments = int(hits["assignments"].sum()) + later * op.assignments
+        fka_hits = int(np.ceil(self._fka_estimate / 2 / op.tuples_per_hit)) * 2 if self._fka_estimate else 0
+        bought_hits = sum(len(b.hits) for b, _, _ in self._bought)  # FKA's samples, already bought
+        bought_assignments = sum(int(b.hits["assignments"].sum()) for b, _, _ in self._bought)
+        assignments = int(hits["assignments"].sum()) + (later + fka_hits) * op.assignments
+        notes = ["later knock-out rounds estimated without cache"] if later else []
+        if self._fka_estimate:
+            notes.append(f"FKA sampling estimated at {self._fka_estimate} synthetic tuples; NCP is Mondrian's")
+        if self._fka_tuples:
+            notes.append(f"FKA published {self._fka_tuples} synthetic tuples")
+        lower, upper = self._accuracy_bounds() if call.quasi_identifiers else (None, None)
         plan = OperatorPlan(
             operator=op.name, kind=op.kind, input_rows=len(call.frame), items=n_items, cached_items=cached_items,
-            hits=len(hits) + later, assignments=assignments,
-            estimated_cost=round(assignments * op.cost_per_assignment, 4), budget=self._budget(),
-            k=int(op.k) if call.quasi_identifiers else None,
+            hits=len(hits) + later + fka_hits + bought_hits, assignments=assignments + bought_assignments,
+            estimated_cost=round((assignments + bought_assignments) * op.cost_per_assignment, 4),
+            budget=self._budget(), k=int(op.k) if call.quasi_identifiers else None,
             anonymizer=op.anonymizer if call.quasi_identifiers else "none",
-            ncp=(metrics or {}).get("ncp"), rounds=1 + (later > 0),
-            note="later knock-out rounds estimated without cache" if later else "")
+            ncp=(metrics or {}).get("ncp"), accuracy_lower=lower, accuracy_upper=upper, rounds=1 + (later > 0),
+            note="; ".join(notes))
         self.plan = plan
         self.metrics = metrics
         self.ctx.plans.append(plan)
         if self.ctx.dry_run:
             return None, plan
         budget = self._budget()
-        if budget is not None and plan.estimated_cost > budget + 1e-9:
+        if budget is not None and self.spent + plan.estimated_cost - bought_assignments * op.cost_per_assignment \
+                > budget + 1e-9:
             raise BudgetExceededError(
                 f"{op.name}: estimated cost ${plan.estimated_cost:,.2f} ({plan.assignments} assignments at "
                 f"${op.cost_per_assignment:.4f} each) exceeds the budget ${budget:,.2f}; nothing was published")
         knowledge = self._knowledge(call.frame[call.published])
-        self._bought: list[tuple[HitBatch, Any]] = []
         bar = tqdm(total=plan.hits, desc=f"{op.name}: HITs", unit="HIT", leave=False,
                    disable=not (self.ctx.progress and sys.stderr.isatty() and plan.hits >= _PROGRESS_MIN_HITS))
         try:
@@ -304,6 +372,19 @@ class HumanOperatorRun:
         self._persist()
         self.ctx.spent += self.spent
         return result, plan
+
+    def _accuracy_bounds(self) -> tuple[float | None, float | None]:
+        """Eq. 3 / Eq. 4 bounds of crowd accuracy under any k-anonymous release, from the answer distribution:
+        the ground truth's distribution over the input when declared, else uniform over the answer domain."""
+        if self.domain is None:
+            return None, None
+        from ..anonymize import accuracy_bounds
+
+        if TRUTH in self.call.frame:
+            shares = self.call.frame[TRUTH].astype(str).value_counts(normalize=True).to_numpy()
+        else:
+            shares = np.full(len(self.domain), 1.0 / len(self.domain))
+        return accuracy_bounds(shares)
 
     def _budget(self) -> float | None:
         """The tighter of the call's budget and what is left of the query's budget."""
@@ -342,6 +423,7 @@ class HumanOperatorRun:
             got.answers = got.answers.merge(layout, on=["hit_id", "item_no"]).merge(ident, on="item_id")
             self._bought.append((batch, got, layout.merge(ident, on="item_id")))
             self.spent += spend
+            self._hit_seq += len(hits)
             answers.append(got.answers[["item_id", "worker_id", "answer"]])
         return self._aggregate(pd.concat(answers, ignore_index=True))
 
@@ -353,7 +435,7 @@ class HumanOperatorRun:
         hit_rows = hits.assign(
             question=self.question, domain=[self.domain] * len(hits), reward=self.op.reward, fee_rate=self.op.fee,
             target=self.call.args.get("job", next(iter(self.call.args.values()), None)))
-        return HitBatch(hit_rows.reset_index(drop=True), table, list(self.call.published))
+        return HitBatch(hit_rows.reset_index(drop=True), table, list(self.shown.columns))
 
     def _aggregate(self, answers: pd.DataFrame) -> pd.DataFrame:
         """One answer per item from its assignments, with the operator's truth-inference method."""
@@ -369,7 +451,7 @@ class HumanOperatorRun:
                     knowledge: KnowledgeBase | None, bar: Any) -> pd.DataFrame:
         """Group operators: knock-out rounds until each group has one winner; returns GROUP_ID, answer (key)."""
         group_of, key = self.call.frame[GROUP_ID].to_numpy(), self.call.frame[KEY].to_numpy()
-        decided, round_no, start = [], 1, 0
+        decided, round_no = [], 1
         while True:
             winners = self._round(items, cached, hits, layout, knowledge, bar, round_no)
             chosen = items.merge(winners, on="item_id")
@@ -381,10 +463,10 @@ class HumanOperatorRun:
             decided.append(pd.DataFrame({GROUP_ID: groups[final], "answer": key[rows[final]]}))
             if final.all():
                 return pd.concat(decided, ignore_index=True)
-            round_no, start = round_no + 1, start + len(hits)
+            round_no += 1
             items = self._group_round_items(groups[~final], rows[~final], int(items["item_id"].max()) + 1)
             cached = self._cached(items)
-            hits, layout = self._hits(items, cached.groupby(["item_key", "occurrence"]).size(), round_no, start)
+            hits, layout = self._hits(items, cached.groupby(["item_key", "occurrence"]).size(), round_no)
 
     # ---------------------------------------------------------------------------------------------- persist
     def _persist(self) -> None:

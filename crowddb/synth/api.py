@@ -40,6 +40,13 @@ REPORT_COLUMNS = ["object", "n_claims", "released", "rows", "reached_m", "tried"
                   "guarantee_holds", "reason", "t", "bandwidth"]
 
 
+SCOPE = {
+    "priscrowd": "Theorem 2 per object: one claim of D_i replaced, c taken as fixed inputs (as in the paper); "
+                 "a source with claims on several objects composes over them",
+    "basic": "Laplace mechanism per claim with the stated sensitivity; data-range sensitivity gives no guarantee",
+}
+
+
 @dataclass
 class SynthResult:
     """Synthetic rows, the per-object privacy report and an overall summary of one release."""
@@ -241,6 +248,7 @@ def _summary(method: str, report: pd.DataFrame, params: dict[str, Any]) -> dict[
         "tried": int(report["tried"].sum()),
         "rejected": int(report["rejected"].sum()),
         "parameters": params,
+        "scope": SCOPE[method],
     }
 
 

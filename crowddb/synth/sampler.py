@@ -4,7 +4,9 @@ Generation probability. A Gaussian kernel gives densities, not probabilities, so
 a candidate x drawn from N(x_s, h^2) is rounded to the cell j = round(x / cell) (cell = the data's decimal resolution,
 see ``kde.decimal_resolution``) and released as j * cell. The probability that seed x_t generates it is the exact
 Gaussian mass of that cell, P_t = Phi(((j+1/2) cell - x_t)/h) - Phi(((j-1/2) cell - x_t)/h) (``kde.log_cell_prob``).
-Its gamma-bucket is a = floor(-log_gamma P), i.e. gamma^(-a-1) < P <= gamma^(-a).
+Its gamma-bucket is a = floor(-log_gamma P), i.e. gamma^(-a-1) < P <= gamma^(-a). Numerics: for cell/h >= 1e-3 the
+mass is taken from the lower tail (no cancellation; masses below ~1e-300 count as 0, a bucket no generating seed can
+have); for thinner cells by the midpoint rule with its second-order term (relative error < 1e-7 (1 + z^2)^2).
 
 Test. k~ = k + Lap(1/epsilon0); a = bucket of the generating seed; k' = number of claims whose bucket equals a; the
 candidate is released iff k' >= k~. A batch of candidates is tested against all seeds of its objects in one array
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crowddb.synth.kde import CELL_BUDGET, Batch, log_cell_prob
+from crowddb.synth.kde import CELL_BUDGET, THIN_CELL, Batch, log_cell_prob
 
 
 @dataclass
@@ -60,6 +62,22 @@ def _decimals(cell: float) -> int:
     return max(0, -math.floor(math.log10(cell) + 1e-9))
 
 
+def _test(j: np.ndarray, seed: np.ndarray, X: np.ndarray, M: np.ndarray, hh: np.ndarray, cell: float,
+          gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """(k', a) for candidates j (A, R) of seeds ``seed`` against all claims X (A, n); thin and wide cells apart."""
+    thin = (cell / hh[:, 0]) < THIN_CELL
+    kp = np.empty(j.shape, dtype=np.int64)
+    a = np.empty(j.shape, dtype=np.int64)
+    for rows in (np.nonzero(thin)[0], np.nonzero(~thin)[0]):
+        if rows.size == 0:
+            continue
+        bk = buckets(log_cell_prob(j[rows, :, None], cell, X[rows, None, :], hh[rows, :, None]), gamma)
+        ab = np.take_along_axis(bk, seed[rows, :, None], axis=2)
+        kp[rows] = ((bk == ab) & M[rows, None, :]).sum(axis=2)
+        a[rows] = ab[:, :, 0]
+    return kp, a
+
+
 def release_batch(b: Batch, c: np.ndarray, h: np.ndarray, cell: float, m: int, k: int, gamma: float,
                   epsilon0: float, max_attempts: int, rng: np.random.Generator, test: bool = True) -> Released:
     """Run Algorithm 1 for every object (row) of a batch; rows with zero weight mass must not be passed."""
@@ -86,12 +104,9 @@ def release_batch(b: Batch, c: np.ndarray, h: np.ndarray, cell: float, m: int, k
         x = np.take_along_axis(X, seed, axis=1) + hh * rng.standard_normal((A, R))  # step 4: x ~ K_h(., x_s)
         j = np.round(x / cell)
         if test:  # step 5: the randomized privacy test, all candidates x all seeds at once
-            bk = buckets(log_cell_prob(j[:, :, None], cell, X[:, None, :], hh[:, :, None]), gamma)
-            a = np.take_along_axis(bk, seed[:, :, None], axis=2)
-            kp = ((bk == a) & M[:, None, :]).sum(axis=2)
+            kp, a = _test(j, seed, X, M, hh, cell, gamma)
             kt = k + rng.laplace(0.0, 1.0 / epsilon0, (A, R))
             ok = kp >= kt
-            a = a[:, :, 0]
         else:
             kp = np.zeros((A, R), dtype=np.int64)
             kt = np.full((A, R), -np.inf)
@@ -105,7 +120,7 @@ def release_batch(b: Batch, c: np.ndarray, h: np.ndarray, cell: float, m: int, k
         tried[active] += np.where(reached, first_full, np.minimum(R, left[active]))
         accepted[active] += take.sum(axis=1)
         r, col = np.nonzero(take)
-        parts.append((active[r], np.full(r.size, rnd), col, j[r, col], a[r, col].astype(np.int64), kt[r, col], kp[r, col]))
+        parts.append((active[r], np.full(r.size, rnd), col, j[r, col], a[r, col], kt[r, col], kp[r, col]))
         rnd += 1
     if parts:
         row, rd, col, jj, aa, kt, kp = (np.concatenate(p) for p in zip(*parts))

@@ -19,7 +19,11 @@ def _normalize(w: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def global_weights(batches: list[Batch], grams: list[np.ndarray], n_sources: int,
                    max_iter: int = 50, tol: float = 1e-6) -> np.ndarray:
-    """Global source weights g_s by iterating Eq. (2) with closed-form RKHS distances to f^g_i; returns (n_sources,)."""
+    """Global source weights g_s by iterating Eq. (2) with closed-form RKHS distances to f^g_i; returns (n_sources,).
+
+    Distances are taken in the RKHS of the normalized kernel kappa(x, x) = 1 (the "normalized squared loss" of Eq. 1),
+    so objects of any scale or bandwidth weigh alike; start g = 1, stop when max |dg| <= tol * max |g| or max_iter.
+    """
     g = np.ones(n_sources)
     for _ in range(max_iter):
         loss = np.zeros(n_sources)
