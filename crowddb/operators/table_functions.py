@@ -120,7 +120,8 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
         "k": (int, 5), "gamma": (NUMBER, 4.0), "epsilon0": (NUMBER, 1.0), "method": (str, "priscrowd"),
         "weights": (str, "combined"), "bandwidth": (NUMBER, None), "t": (int, None),
         "small_objects": (str, "withhold"), "epsilon": (NUMBER, None), "max_attempts": (int, None),
-        "seed": (int, None), "resolution": (NUMBER, None)})
+        "seed": (int, None), "resolution": (NUMBER, None), "weight_floor": (NUMBER, 0.1),
+        "sensitivity": (NUMBER, None), "privacy_test": (bool, True)})
     _require_columns("PRIVATE_SYNTH", frame, {r: args[r] for r in ("object", "source", "value")})
     values = frame[args["value"]]
     if not pd.api.types.is_numeric_dtype(values):
@@ -130,7 +131,8 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
                         values.to_numpy(dtype=float), seed=_seed(ctx, args["seed"]), **options)
     summary = dict(result.summary)
     report = {"operator": "PRIVATE_SYNTH", **{k: v for k, v in summary.items() if k != "parameters"},
-              "guarantee": "(epsilon, delta)-DP per object, PrisCrowd Theorem 2", "table": result.report}
+              "guarantee": summary.get("scope", "(epsilon, delta) per object, PrisCrowd Theorem 2"),
+              "table": result.report.drop(columns=["bandwidth"], errors="ignore")}
     release_id = _log_release(ctx, "synthesis", str(summary.get("method")), args["k"], summary.get("epsilon"),
                               summary.get("delta"), options, {k: v for k, v in summary.items() if k != "parameters"})
     if release_id is not None:

@@ -1,0 +1,159 @@
+"""TRUTH_DISCOVER, PRIVATE_SYNTH and ANONYMIZE as SQL table functions: results, reports, composition, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import crowddb
+from crowddb.errors import ArgumentError, CrowdDBError, UnknownColumnError
+from crowddb.synth import synthesize
+from crowddb.truth import discover
+
+from conftest import people_frame
+
+
+@pytest.fixture
+def answers_db():
+    """Five workers label 40 tasks; w5 is a spammer answering the opposite of the truth."""
+    rng = np.random.default_rng(0)
+    truth = rng.choice(["yes", "no"], 40)
+    rows = []
+    for w in range(1, 6):
+        for t in range(40):
+            right = rng.random() < (0.9 if w < 5 else 0.0)
+            label = truth[t] if right else ("no" if truth[t] == "yes" else "yes")
+            rows.append((f"t{t}", f"w{w}", label, float(t) + rng.normal(0, 1 if w < 5 else 20)))
+    with crowddb.connect(seed=1, progress=False) as db:
+        db.load_frame("answers", pd.DataFrame(rows, columns=["task", "worker", "label", "reading"]))
+        db.load_frame("gold", pd.DataFrame({"task": [f"t{t}" for t in range(40)], "truth": truth}))
+        yield db
+
+
+def test_truth_discover_objects_and_sources(answers_db):
+    got = answers_db.sql("SELECT * FROM TRUTH_DISCOVER(answers, object := 'task', source := 'worker', "
+                         "value := 'label', method := 'ds')").df()
+    assert list(got.columns) == ["object", "truth", "confidence"] and len(got) == 40
+    acc = answers_db.sql("SELECT avg((t.truth = g.truth)::INT) FROM TRUTH_DISCOVER(answers, object := 'task', "
+                         "source := 'worker', value := 'label', method := 'ds') t JOIN gold g ON g.task = t.object"
+                         ).fetchall()[0][0]
+    assert acc >= 0.95
+    sources = answers_db.sql("SELECT * FROM TRUTH_DISCOVER(answers, object := 'task', source := 'worker', "
+                             "value := 'label', method := 'ds', output := 'sources') ORDER BY source").df()
+    assert list(sources["source"]) == ["w1", "w2", "w3", "w4", "w5"]
+    assert sources["weight"].iloc[4] < sources["weight"].iloc[:4].min()  # the spammer gets the lowest weight
+
+
+def test_truth_discover_composes_with_ctes_and_subqueries(answers_db):
+    direct = discover(answers_db.sql("SELECT * FROM answers WHERE worker <> 'w5'").df(), object="task",
+                      source="worker", value="reading", method="crh", seed=3).objects
+    got = answers_db.sql("""
+        WITH honest AS (SELECT * FROM answers WHERE worker <> 'w5')
+        SELECT object, truth FROM TRUTH_DISCOVER((SELECT * FROM honest), object := 'task', source := 'worker',
+                                                 value := 'reading', method := 'crh', seed := 3)
+        ORDER BY object""").df()
+    expected = direct.sort_values("object")[["object", "truth"]].reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+
+
+def test_truth_discover_with_local_dp_reports_privacy(answers_db):
+    got = answers_db.sql("SELECT * FROM TRUTH_DISCOVER(answers, object := 'task', source := 'worker', "
+                         "value := 'reading', method := 'crh', perturb := 'laplace', epsilon := 2.0, seed := 5)").df()
+    assert (got["epsilon"] == 2.0).all()
+    report = answers_db.last_report[0]
+    assert report["epsilon"] == 2.0 and report["mechanism"]
+    logged = answers_db.sql("SELECT kind, epsilon FROM crowddb_releases").fetchall()
+    assert logged == [("perturbation", 2.0)]
+
+
+@pytest.mark.parametrize("args, error, words", [
+    ("object := 'task', source := 'worker', value := 'label', method := 'magic'", ArgumentError, "magic"),
+    ("object := 'task', source := 'worker'", ArgumentError, "value"),
+    ("object := 'nope', source := 'worker', value := 'label'", UnknownColumnError, "nope"),
+    ("object := 'task', source := 'worker', value := 'label', output := 'both'", ArgumentError, "output"),
+    ("object := 'task', source := 'worker', value := 'reading', perturb := 'laplace', epsilon := 0",
+     CrowdDBError, "epsilon"),
+    ("object := 'task', source := 'worker', value := 'label', colour := 1", ArgumentError, "colour"),
+])
+def test_truth_discover_errors(answers_db, args, error, words):
+    with pytest.raises(error, match=words):
+        answers_db.sql(f"SELECT * FROM TRUTH_DISCOVER(answers, {args})")
+
+
+@pytest.fixture
+def claims_db():
+    rng = np.random.default_rng(4)
+    rows = [(f"city{o}", f"user{u}", float(rng.normal(1000 * (o + 1), 30)), 2006 + (u % 2))
+            for o in range(6) for u in range(12)]
+    rows += [("tiny", "user1", 5.0, 2006), ("tiny", "user2", 6.0, 2006)]  # fewer than k claims
+    with crowddb.connect(seed=2, progress=False) as db:
+        db.load_frame("claims", pd.DataFrame(rows, columns=["city", "user", "population", "year"]))
+        yield db, pd.DataFrame(rows, columns=["city", "user", "population", "year"])
+
+
+def test_private_synth_rows_report_and_log(claims_db):
+    db, frame = claims_db
+    got = db.sql("SELECT * FROM PRIVATE_SYNTH(claims, object := 'city', source := 'user', value := 'population', "
+                 "m := 10, k := 5, gamma := 4.0, epsilon0 := 1.0, seed := 7)").df()
+    assert list(got.columns) == ["object", "value"]
+    counts = got["object"].value_counts()
+    assert set(counts.index) == {f"city{o}" for o in range(6)} and (counts <= 10).all()
+    report = db.last_report[0]
+    expected = synthesize(frame["city"].to_numpy(), frame["user"].to_numpy(), frame["population"].to_numpy(),
+                          m=10, k=5, gamma=4.0, epsilon0=1.0, seed=7)
+    assert report["epsilon"] == pytest.approx(expected.summary["epsilon"])
+    assert report["delta"] == pytest.approx(expected.summary["delta"])
+    table = db.sql("SELECT object, released, guarantee_holds, epsilon FROM crowddb_last_synth_report "
+                   "ORDER BY object").df()
+    assert table.set_index("object").loc["tiny", "released"] == False  # noqa: E712 (numpy bool)
+    assert db.sql("SELECT count(*) FROM crowddb_releases WHERE kind = 'synthesis'").fetchall() == [(1,)]
+    db.sql("SELECT * FROM PRIVATE_SYNTH(claims, object := 'city', source := 'user', value := 'population', m := 3)")
+    assert db.sql("SELECT count(DISTINCT release_id) FROM crowddb_synth_objects").fetchall() == [(2,)]
+
+
+def test_private_synth_composes(claims_db):
+    db, _ = claims_db
+    got = db.sql("""SELECT object, avg(value) AS mean FROM PRIVATE_SYNTH(
+                        (SELECT * FROM claims WHERE year = 2006), object := 'city', source := 'user',
+                        value := 'population', m := 20, k := 5, seed := 1)
+                    GROUP BY object ORDER BY object""").df()
+    assert len(got) == 6
+    truth = np.array([1000.0 * (o + 1) for o in range(6)])
+    assert np.all(np.abs(got["mean"].to_numpy() - truth) < 150)
+
+
+@pytest.mark.parametrize("args, words", [("m := 0", "m"), ("k := 0", "k"), ("gamma := 1.0", "gamma"),
+                                         ("epsilon0 := -1", "epsilon0"), ("m := 'x'", "integer")])
+def test_private_synth_errors(claims_db, args, words):
+    db, _ = claims_db
+    with pytest.raises(ArgumentError, match=words):
+        db.sql(f"SELECT * FROM PRIVATE_SYNTH(claims, object := 'city', source := 'user', value := 'population', "
+               f"{args})")
+
+
+def test_anonymize_table_function_is_k_anonymous(db):
+    got = db.sql("SELECT * FROM ANONYMIZE(people, k := 6, seed := 1)").df()
+    assert len(got) == 60
+    sizes = got.groupby(["age", "sex", "zip"]).size()
+    assert sizes.min() >= 6
+    raw = people_frame()
+    assert not got["age"].astype(str).isin(raw["age"].astype(str)).all()  # ages are generalized
+    assert sorted(got["id"]) == sorted(raw["id"])  # non-QI columns untouched; rows shuffled
+    assert list(got["id"]) != list(raw["id"])
+    explicit = db.sql("SELECT * FROM ANONYMIZE((SELECT age, edu FROM people), k := 10, "
+                      "quasi_identifiers := ['age', 'edu'])").df()
+    assert explicit.groupby(["age", "edu"]).size().min() >= 10
+    assert db.last_report[0]["k"] == 10
+
+
+def test_anonymize_errors(db):
+    with pytest.raises(CrowdDBError, match="k"):
+        db.sql("SELECT * FROM ANONYMIZE(people, k := 100)")
+    with pytest.raises(ArgumentError, match="quasi_identifiers"):
+        db.sql("SELECT * FROM ANONYMIZE((SELECT age FROM people), k := 5)")
+
+
+def test_human_operator_aggregates_with_a_truth_discovery_method(open_db):
+    got = open_db.sql("SELECT id, job, getposition(age, edu, method := 'ds') AS p FROM people").df()
+    assert (got["p"] == got["job"]).all()
