@@ -24,13 +24,19 @@ PLAIN = [
 
 def timed(fn, repeat: int) -> float:
     """Median seconds of ``repeat`` calls (after one warm-up)."""
-    fn()
-    samples = []
+    return paired(fn, fn, repeat)[0]
+
+
+def paired(base, ours, repeat: int) -> tuple[float, float]:
+    """Median seconds of two functions timed alternately, so both see the same machine load."""
+    base(), ours()
+    a, b = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        for fn, out in ((base, a), (ours, b)):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return statistics.median(a), statistics.median(b)
 
 
 def main() -> None:
@@ -47,8 +53,7 @@ def main() -> None:
 
     print(f"{'plain SQL (fetch all)':32} {'duckdb ms':>10} {'crowddb ms':>11} {'ratio':>7}")
     for name, query in PLAIN:
-        base = timed(lambda q=query: raw.sql(q).fetchall(), args.repeat)
-        ours = timed(lambda q=query: db.sql(q).fetchall(), args.repeat)
+        base, ours = paired(lambda q=query: raw.sql(q).fetchall(), lambda q=query: db.sql(q).fetchall(), args.repeat)
         print(f"{name:32} {base * 1e3:10.3f} {ours * 1e3:11.3f} {ours / base:7.3f}")
 
     print()

@@ -31,6 +31,9 @@ from .udf import HumanOperator, Registry
 
 __all__ = ["CrowdDB", "QueryPlan", "connect"]
 
+# string literals and comments: an operator name inside them does not make a query a crowd query
+_LITERALS = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.DOTALL)
+
 
 @dataclasses.dataclass
 class QueryPlan:
@@ -196,7 +199,7 @@ class CrowdDB:
             raise ArgumentError(f"SQL must be a string, got {type(query).__name__}")
         if self.con is None:
             raise CrowdDBError("the connection is closed")
-        if not self._crowd_pattern().search(query):
+        if not self._crowd_pattern().search(_LITERALS.sub(" ", query)):
             return None
         statements = parse(query)
         planner = Planner(self._context(query), TABLE_FUNCTIONS)
