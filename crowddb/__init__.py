@@ -15,5 +15,15 @@ from .udf import HumanOperator
 
 __version__ = "0.1.0"
 
-__all__ = ["CrowdDB", "CrowdDBError", "HumanOperator", "Platform", "QueryPlan", "SimulatedCrowd", "connect",
-           "datasets", "errors", "__version__"]
+__all__ = [
+           "CrowdDB",
+           "CrowdDBError",
+           "HumanOperator",
+           "Platform",
+           "QueryPlan",
+           "SimulatedCrowd",
+           "__version__",
+           "connect",
+           "datasets",
+           "errors",
+]

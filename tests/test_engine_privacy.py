@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import people_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import crowddb
 from crowddb.crowd import SimulatedCrowd
 from crowddb.operators import human
-
-from conftest import people_frame
 
 QIS = ["age", "sex", "zip"]
 
@@ -88,7 +87,7 @@ def test_release_property(monkeypatch, n, k, seed):
 
 
 def test_shuffled_rows_reveal_nothing_about_input_order(monkeypatch):
-    frame, shown, items = run_and_capture(monkeypatch, people_frame(300, seed=2).sort_values("age"), 5)
+    _, shown, items = run_and_capture(monkeypatch, people_frame(300, seed=2).sort_values("age"), 5)
     first_hit = items[items["hit_id"] == items["hit_id"].iloc[0]]
     low = first_hit["age"].str.extract(r"^\[?(\d+)")[0].astype(int)
     assert low.max() - low.min() > 20  # the first HIT is not the 100 youngest people

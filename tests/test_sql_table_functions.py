@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import people_frame
 
 import crowddb
 from crowddb.errors import ArgumentError, CrowdDBError, UnknownColumnError
 from crowddb.synth import synthesize
 from crowddb.truth import discover
-
-from conftest import people_frame
 
 
 @pytest.fixture
@@ -106,7 +105,7 @@ def test_private_synth_rows_report_and_log(claims_db):
     assert report["delta"] == pytest.approx(expected.summary["delta"])
     table = db.sql("SELECT object, released, guarantee_holds, epsilon FROM crowddb_last_synth_report "
                    "ORDER BY object").df()
-    assert table.set_index("object").loc["tiny", "released"] == False  # noqa: E712 (numpy bool)
+    assert table.set_index("object").loc["tiny", "released"] == False
     assert db.sql("SELECT count(*) FROM crowddb_releases WHERE kind = 'synthesis'").fetchall() == [(1,)]
     db.sql("SELECT * FROM PRIVATE_SYNTH(claims, object := 'city', source := 'user', value := 'population', m := 3)")
     assert db.sql("SELECT count(DISTINCT release_id) FROM crowddb_synth_objects").fetchall() == [(2,)]

@@ -1,4 +1,22 @@
-"""The one entry point the engine calls: anonymize(frame, quasi_identifiers, k, method=...) -> Release."""
+"""The one entry point the engine calls: anonymize(frame, quasi_identifiers, k, method=...) -> Release.
+
+Behaviour at the edges (tested in tests/test_anonymize_errors.py):
+- k must be an integer with 2 <= k <= len(frame) (ArgumentError otherwise); an empty frame is EmptyInputError.
+- Unknown QI / sensitive / hierarchy column: UnknownColumnError naming it. Unknown method or option: ArgumentError.
+- NULL in a quasi-identifier: ArgumentError naming the column and count (never published, never silently dropped);
+  NULLs in other columns pass through untouched.
+- A value that is not a number in a QI declared numeric (kinds={'age': 'numeric'}): ArgumentError with the value.
+- A constant QI identifies nobody: it is published as its value and adds zero NCP (it still counts in the mean).
+- Kinds: numeric dtypes are 'numeric' (tight ranges '[23-35]'), ordered pandas categoricals 'ordinal' (category
+  order), everything else 'categorical', coded in order of first appearance ("intuitive ordering") and published
+  as the value set of its code interval '{a,b,c}' ('*' for the whole domain), or, with an ARX hierarchy, as the
+  lowest common ancestor's label (categories are then coded in the hierarchy's depth-first order).
+- l-diversity (distinct, sensitive=..., l=...) is an extra cut condition for 'mondrian' and 'fka'; PrivacyError if the
+  sensitive column has fewer than l distinct values.
+Method options: datafly/incognito take max_suppressed (default k) and bands (numeric interval hierarchy, default
+16 bands at the first level); incognito also max_evaluations (20,000) and max_lattice (2,000,000 nodes). fka takes ask (required), sample_ratio (0.10),
+cell_limit (200) and min_samples (Definition 3; default max(2, ceil(k * sample_ratio))).
+"""
 
 from __future__ import annotations
 

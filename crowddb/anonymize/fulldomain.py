@@ -80,7 +80,8 @@ def build_ladder(enc: QIEncoding, bands: int = 16) -> Ladder:
             lo_edge = anchor + b * w
             hi_edge = lo_edge + w - (1 if enc.integer else 0)
             close = "]" if enc.integer else ")"
-            labs = [f"[{fmt_number(a, enc.integer)}-{fmt_number(z, enc.integer)}{close}" for a, z in zip(lo_edge, hi_edge)]
+            labs = [f"[{fmt_number(a, enc.integer)}-{fmt_number(z, enc.integer)}{close}"
+                    for a, z in zip(lo_edge, hi_edge)]
             ids, labels, _, _ = _level(enc, b, labs)
             # the published interval, clipped to the (public) domain, is the class box
             box_lo = np.zeros(len(labels))

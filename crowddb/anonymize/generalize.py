@@ -99,7 +99,7 @@ def assemble(frame: pd.DataFrame, enc: Encoding, gid: np.ndarray, blo: np.ndarra
              suppressed: np.ndarray | None = None) -> Release:
     """Build the Release from pre-classes ``gid`` (0..G-1) with boxes and (distinct labels, label per pre-class)."""
     _, merged = np.unique(np.hstack([blo, bhi]), axis=0, return_inverse=True)
-    groups = merged.reshape(-1)[gid].astype(np.int64)
+    groups = compact(merged.reshape(-1)[gid])  # pre-classes without rows (e.g. all suppressed) vanish
     table = frame.copy(deep=False)  # copy-on-write: the caller's frame is never modified
     for j, q in enumerate(enc.qis):
         lab, inv = labels[j]

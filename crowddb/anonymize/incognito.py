@@ -10,6 +10,7 @@ import pandas as pd
 from crowddb.anonymize.encoding import Encoding
 from crowddb.anonymize.fulldomain import FullDomain
 from crowddb.anonymize.generalize import Release
+from crowddb.errors import ArgumentError
 
 
 def _anonymous(fd: FullDomain, node, k: int, limit: int, dims=None) -> bool:
@@ -38,7 +39,7 @@ def _pair_tables(fd: FullDomain, lo: np.ndarray, k: int, limit: int) -> dict:
 
 
 def incognito(frame: pd.DataFrame, enc: Encoding, k: int, *, max_suppressed: int | None = None, bands: int = 16,
-              max_evaluations: int = 20000) -> Release:
+              max_evaluations: int = 20000, max_lattice: int = 2_000_000) -> Release:
     """Search the generalization lattice bottom-up with subset pruning (single QIs, then pairs) and
     generalization tagging; among the minimal k-anonymous nodes (suppression budget ``max_suppressed`` rows,
     default k as for Datafly) publish the one with the lowest NCP."""
@@ -47,13 +48,16 @@ def incognito(frame: pd.DataFrame, enc: Encoding, k: int, *, max_suppressed: int
     d = len(enc.qis)
     lo = np.zeros(d, np.int64)
     for j in range(d):  # subset property on single QIs: the lowest level at which QI j alone is k-anonymous
-        node = fd.heights.copy()
+        node = np.zeros(d, np.int64)
         while lo[j] < fd.heights[j]:
-            node[:] = 0
             node[j] = lo[j]
             if _anonymous(fd, node, k, limit, (j,)):
                 break
             lo[j] += 1
+    size = int(np.prod((fd.heights - lo + 1).astype(float)))
+    if size > max_lattice:
+        raise ArgumentError(f"Incognito's lattice has {size:,} nodes over {d} quasi-identifiers (limit "
+                            f"{max_lattice:,}); use method='datafly' or 'mondrian', or fewer quasi-identifiers")
     pairs = _pair_tables(fd, lo, k, limit) if d > 2 else {}
     grids = np.array(list(itertools.product(*[range(a, h + 1) for a, h in zip(lo, fd.heights)])), dtype=np.int64)
     grids = grids[np.argsort(grids.sum(axis=1), kind="stable")]  # bottom-up by lattice height

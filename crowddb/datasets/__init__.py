@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["load_adult", "adult_path", "ADULT_QUASI_IDENTIFIERS", "OCCUPATION_CATEGORY"]
+__all__ = ["ADULT_QUASI_IDENTIFIERS", "OCCUPATION_CATEGORY", "adult_path", "load_adult"]
 
 # The 8 quasi-identifiers of the Mondrian / NCP literature (qiyuangong/Mondrian), with our column names.
 ADULT_QUASI_IDENTIFIERS = [

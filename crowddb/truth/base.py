@@ -29,6 +29,10 @@ MAX_AUTO_CATEGORIES = 10
 
 _TINY = 1e-12
 
+#: what every method's ``_fit`` returns: truth per object (class codes or numbers), confidence per object,
+#: weight per source, number of iterations
+FitResult = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+
 
 @dataclass
 class Answers:
@@ -123,7 +127,7 @@ def encode_answers(
             except (TypeError, ValueError):
                 raise ArgumentError(
                     f"TRUTH_DISCOVER({method}): method {method!r} is numeric but the value column holds "
-                    f"{v.dtype} values such as {v.iloc[0]!r}; use a categorical method ('mv', 'ds', ...)"
+                    f"{v.dtype} values such as {v.iloc[0]!r}; use a categorical method ('mv', 'ds', 'crh_categorical', ...)"
                 ) from None
         val = v.to_numpy(dtype=np.float64)
         bad = ~np.isfinite(val)
@@ -153,10 +157,11 @@ def encode_answers(
     oc = oc.astype(np.int64)
     sc = sc.astype(np.int64)
     key = oc * len(sources_idx) + sc
-    if len(np.unique(key)) != len(key):
-        rev = key[::-1]
-        _, first_in_rev = np.unique(rev, return_index=True)
-        keep = np.sort(len(key) - 1 - first_in_rev)
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    last_of_run = np.append(ks[1:] != ks[:-1], True)
+    if not last_of_run.all():  # the stable sort puts the last answer of each (object, source) last in its run
+        keep = np.sort(order[last_of_run])
         oc, sc, val = oc[keep], sc[keep], val[keep]
     return Answers(oc, sc, val, pd.Index(objects_idx), pd.Index(sources_idx), classes, kind)
 
@@ -213,7 +218,7 @@ class TruthMethod:
         self.answers_ = ans
         return self
 
-    def _fit(self, ans: Answers) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    def _fit(self, ans: Answers) -> FitResult:
         raise NotImplementedError
 
 

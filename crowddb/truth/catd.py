@@ -6,7 +6,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from crowddb.errors import ArgumentError
-from crowddb.truth.base import Answers, NumericMethod, numeric_confidence, register, segment_sum
+from crowddb.truth.base import Answers, FitResult, NumericMethod, numeric_confidence, register, segment_sum
 from crowddb.truth.crh import weighted_mean
 from crowddb.truth.voting import segment_median
 
@@ -24,7 +24,7 @@ class CATD(NumericMethod):
             raise ArgumentError(f"CATD alpha must be in (0, 1), got {alpha!r}")
         self.alpha = float(alpha)
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         n_src = segment_sum(ans.src, np.ones(len(ans.val)), ans.n_sources)
         q = chi2.ppf(self.alpha / 2.0, n_src)  # CATD Eq. (8): lower alpha/2 quantile with |claims| degrees of freedom
         scale = max(float(np.std(ans.val)), 1e-12)

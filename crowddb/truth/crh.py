@@ -8,6 +8,7 @@ from crowddb.errors import ArgumentError
 from crowddb.truth.base import (
     Answers,
     CategoricalMethod,
+    FitResult,
     NumericMethod,
     class_votes,
     normalize_rows,
@@ -59,7 +60,7 @@ class CRH(NumericMethod):
             raise ArgumentError(f"CRH loss must be 'squared' or 'absolute', got {loss!r}")
         self.loss = loss
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         std = object_std(ans)
         std = np.where(std > 0, std, 1.0)
         truth = segment_median(ans.obj, ans.val, ans.n_objects)
@@ -91,7 +92,7 @@ class CRHCategorical(CategoricalMethod):
     name = "crh_categorical"
     aliases = ("crh01", "crh_01", "crh_0_1")
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         truth = class_votes(ans).argmax(axis=1)
         w = np.ones(ans.n_sources)
         n_iter = 0
@@ -115,7 +116,7 @@ class SigmaWeighted(NumericMethod):
     name = "ti"
     aliases = ("sigma_weighted", "algorithm1", "inverse_sigma")
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         w = np.full(ans.n_sources, 1.0 / ans.n_sources)  # Algorithm 1 line 1: q_i = 1/m
         n_src = segment_sum(ans.src, np.ones(len(ans.val)), ans.n_sources)
         scale = max(float(np.std(ans.val)), 1e-12)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from crowddb.truth.base import Answers, CategoricalMethod, class_votes, normalize_rows, register, segment_sum
+from crowddb.truth.base import Answers, CategoricalMethod, FitResult, class_votes, normalize_rows, register, segment_sum
 
 _EPS = 1e-10
 
@@ -33,9 +33,10 @@ class DawidSkene(CategoricalMethod):
         priors = np.clip(post.mean(axis=0), _EPS, None)
         # DS Eq. (2.3): pi[w, true k, label l] ∝ sum over answers of w with label l of T[i, k]
         flat = ans.src * k + ans.val
+        post_a = post[ans.obj]  # (answers × K), gathered once
         cm = np.empty((w, k, k))
         for c in range(k):  # loop over classes only (K is small)
-            cm[:, c, :] = segment_sum(flat, post[ans.obj, c], w * k).reshape(w, k)
+            cm[:, c, :] = segment_sum(flat, post_a[:, c], w * k).reshape(w, k)
         cm += self.smoothing + self.diag_prior * np.eye(k)  # Dirichlet pseudo-counts (MAP estimate)
         cm = np.clip(cm, _EPS, None)
         cm /= cm.sum(axis=2, keepdims=True)
@@ -43,38 +44,27 @@ class DawidSkene(CategoricalMethod):
 
     def _e_step(self, ans: Answers, priors: np.ndarray, cm: np.ndarray) -> tuple[np.ndarray, float]:
         k, n = ans.n_classes, ans.n_objects
-        logcm = np.log(cm)
+        logcm = np.log(cm).ravel()
+        base = ans.src * (k * k) + ans.val  # flat index of pi[w, 0, l]
         # DS Eq. (2.5): log T[i, k] = log p_k + sum over answers (i, w, l) of log pi[w, k, l]
         logp = np.empty((n, k))
         for c in range(k):
-            logp[:, c] = segment_sum(ans.obj, logcm[ans.src, c, ans.val], n)
+            logp[:, c] = segment_sum(ans.obj, logcm[base + c * k], n)
         logp += np.log(priors)
         post, lognorm = _log_softmax_rows(logp)
         return post, float(lognorm.sum())
 
-    def _elbo(self, ans: Answers, post: np.ndarray, priors: np.ndarray, cm: np.ndarray) -> float:
-        """Evidence lower bound per answer: E_T[log p(labels, T)] + H(T), divided by the number of answers."""
-        logcm = np.log(cm)
-        k, n = ans.n_classes, ans.n_objects
-        ell = 0.0
-        for c in range(k):
-            ell += float(np.dot(post[ans.obj, c], logcm[ans.src, c, ans.val]))
-        ell += float(post.sum(axis=0) @ np.log(priors))
-        ent = -float(np.sum(post * np.log(np.clip(post, 1e-300, None))))
-        return (ell + ent) / len(ans.val)
-
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         post = normalize_rows(class_votes(ans))
         priors, cm = self._m_step(ans, post)
-        elbo_old = -np.inf
+        ll_old = -np.inf
         n_iter = 0
         for n_iter in range(1, self.max_iter + 1):
-            post, ll = self._e_step(ans, priors, cm)
+            post, ll = self._e_step(ans, priors, cm)  # ll: marginal log-likelihood, never decreases under EM
             priors, cm = self._m_step(ans, post)
-            elbo = self._elbo(ans, post, priors, cm)
-            if elbo - elbo_old < self.tol:  # stop once the per-answer evidence lower bound no longer rises by tol
+            if (ll - ll_old) / len(ans.val) < self.tol:
                 break
-            elbo_old = elbo
+            ll_old = ll
         self.priors_, self.confusion_ = priors, cm
         self.posteriors_ = post
         truth = post.argmax(axis=1)
@@ -90,7 +80,7 @@ class OneCoinDawidSkene(CategoricalMethod):
     name = "one_coin"
     aliases = ("one_coin_ds", "onecoin", "one-coin", "onecoindawidskene")
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         k, n = ans.n_classes, ans.n_objects
         post = normalize_rows(class_votes(ans))
         n_src = segment_sum(ans.src, np.ones(len(ans.val)), ans.n_sources)

@@ -83,8 +83,10 @@ def discover(data: Any, object: str = "object", source: str = "source", value: s
             kind = "numeric"
     else:
         kind = get_method(name).kind
-        if get_method(name).name == "crh":
-            kind = value_kind(vals)
+        if get_method(name).name == "crh":  # explicit 'crh': CRH 0-1 loss only for non-numeric labels
+            v = pd.Series(vals)
+            numeric = pd.api.types.is_numeric_dtype(v.dtype) and not pd.api.types.is_bool_dtype(v.dtype)
+            kind = "numeric" if numeric else value_kind(v)
     cls = resolve_method(name, kind)
     if perturb is None and (epsilon is not None or delta is not None):
         raise PrivacyError("epsilon/delta were given but no perturb mechanism; pass perturb='laplace'|'rr'|'mf'|'gaussian'")

@@ -6,7 +6,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
-from crowddb.truth.base import Answers, CategoricalMethod, class_votes, register, segment_sum
+from crowddb.truth.base import Answers, CategoricalMethod, FitResult, class_votes, register, segment_sum
 from crowddb.truth.dawid_skene import _log_softmax_rows
 
 
@@ -52,7 +52,7 @@ class GLAD(CategoricalMethod):
                        options={"maxiter": self.m_step_iter})
         return res.x[:ns], res.x[ns:]
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         alpha = np.full(ans.n_sources, self.alpha_prior)
         b = np.full(ans.n_objects, self.b_prior)
         priors = np.full(ans.n_classes, 1.0 / ans.n_classes)  # uniform class priors, learnt only if learn_priors

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from crowddb.errors import ArgumentError
-from crowddb.truth.base import Answers, NumericMethod, numeric_confidence, register, segment_sum
+from crowddb.truth.base import Answers, FitResult, NumericMethod, numeric_confidence, register, segment_sum
 from crowddb.truth.crh import object_std
 from crowddb.truth.voting import segment_median
 
@@ -23,7 +23,7 @@ class GTM(NumericMethod):
             raise ArgumentError("GTM alpha, beta and sigma0 must be positive")
         self.alpha, self.beta, self.mu0, self.sigma0 = float(alpha), float(beta), float(mu0), float(sigma0)
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         n = ans.n_objects
         center = segment_median(ans.obj, ans.val, n)
         std = object_std(ans)

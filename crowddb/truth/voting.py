@@ -8,6 +8,7 @@ from crowddb._random import make_rng
 from crowddb.truth.base import (
     Answers,
     CategoricalMethod,
+    FitResult,
     NumericMethod,
     argmax_rows,
     class_votes,
@@ -40,7 +41,7 @@ class MajorityVote(CategoricalMethod):
             raise ArgumentError(f"tie must be 'first' or 'random', got {tie!r}")
         self.tie = tie
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         votes = class_votes(ans)
         self.posteriors_ = normalize_rows(votes)
         rng = make_rng(self.seed) if self.tie == "random" else None
@@ -56,7 +57,7 @@ class Mean(NumericMethod):
     name = "mean"
     aliases = ("avg", "average")
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         n = segment_sum(ans.obj, np.ones(len(ans.val)), ans.n_objects)
         truth = segment_sum(ans.obj, ans.val, ans.n_objects) / n
         return truth, numeric_confidence(ans, truth), np.ones(ans.n_sources), 1
@@ -93,6 +94,6 @@ class Median(NumericMethod):
     name = "median"
     aliases = ("med",)
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         truth = segment_median(ans.obj, ans.val, ans.n_objects)
         return truth, numeric_confidence(ans, truth), np.ones(ans.n_sources), 1

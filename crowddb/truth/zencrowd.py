@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from crowddb.errors import ArgumentError
-from crowddb.truth.base import Answers, CategoricalMethod, class_votes, register, segment_sum
+from crowddb.truth.base import Answers, CategoricalMethod, FitResult, class_votes, register, segment_sum
 from crowddb.truth.dawid_skene import _log_softmax_rows
 
 
@@ -22,7 +22,7 @@ class ZenCrowd(CategoricalMethod):
             raise ArgumentError(f"init_reliability must be in (0, 1), got {init_reliability!r}")
         self.init_reliability = float(init_reliability)
 
-    def _fit(self, ans: Answers):
+    def _fit(self, ans: Answers) -> FitResult:
         k, n = ans.n_classes, ans.n_objects
         r = np.full(ans.n_sources, self.init_reliability)
         n_src = segment_sum(ans.src, np.ones(len(ans.val)), ans.n_sources)

@@ -1,0 +1,190 @@
+"""Benchmark: vectorized strict Mondrian vs a pure-Python strict Mondrian on Adult, plus a 1,000,000-row run.
+
+Run: python bench/anonymize.py [--repeats 5] [--big 1000000] [--skip-big]
+Adult: 30,162 rows without '?'; QIs age, workclass, education-num, marital-status, occupation, race, sex,
+native-country; categoricals coded in order of first appearance (as the reference implementation reads Adult).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+import pandas as pd
+
+from crowddb.anonymize import anonymize
+from crowddb.anonymize.encoding import encode
+from crowddb.anonymize.mondrian import mondrian_groups
+
+ADULT = os.environ.get("CROWDDB_ADULT", "/work/shared/data/adult/adult.data")
+COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+           "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "class"]
+QIS = ["age", "workclass", "education-num", "marital-status", "occupation", "race", "sex", "native-country"]
+KS = (2, 5, 10, 25, 50, 100)
+REFERENCE = {"k": 10, "ncp": 11.24, "seconds": 0.39}  # published figure of the well-known pure-Python Mondrian
+
+
+def load_adult(path: str = ADULT) -> pd.DataFrame:
+    """The 30,162 complete rows of adult.data, values stripped, in file order."""
+    df = pd.read_csv(path, header=None, names=COLUMNS, skipinitialspace=True, dtype=str, keep_default_na=False)
+    df = df[~(df == "?").any(axis=1)].reset_index(drop=True)
+    for c in ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"):
+        df[c] = df[c].astype(np.int64)
+    return df
+
+
+def resample_with_jitter(df: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFrame:
+    """n rows drawn with replacement; age (+-2) and education-num (+-1) jittered, clipped to their ranges."""
+    rng = np.random.default_rng(seed)
+    out = df.iloc[rng.integers(0, len(df), n)].reset_index(drop=True)
+    for c, w in (("age", 2), ("education-num", 1)):
+        lo, hi = int(df[c].min()), int(df[c].max())
+        out[c] = np.clip(out[c].to_numpy() + rng.integers(-w, w + 1, n), lo, hi)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pure-Python baseline: a faithful port of the classic recursive strict Mondrian (LeFevre et al. 2006) as the
+# well-known pure-Python implementation runs it: frequency-set median, widest normalized range first, a dimension
+# is disallowed for a partition once its median cut fails, bounds inherited from the parent until re-examined.
+# ---------------------------------------------------------------------------------------------------------------
+
+def coded_records(df: pd.DataFrame, qis: list[str]) -> list[list[int]]:
+    """Rows as lists of ints; categoricals numbered by first appearance (intuitive order)."""
+    seen: list[dict] = [{} for _ in qis]
+    cols = [df[q].tolist() for q in qis]
+    numeric = [pd.api.types.is_integer_dtype(df[q].dtype) for q in qis]
+    out = []
+    for i in range(len(df)):
+        rec = []
+        for j in range(len(qis)):
+            v = cols[j][i]
+            rec.append(int(v) if numeric[j] else seen[j].setdefault(v, len(seen[j])))
+        out.append(rec)
+    return out
+
+
+class _Part:
+    """One partition of the baseline: member records, per-QI low/high value index, allow flags."""
+
+    def __init__(self, members: list, low: list, high: list, d: int) -> None:
+        self.members, self.low, self.high, self.allow = members, list(low), list(high), [1] * d
+
+
+def python_mondrian(records: list[list[int]], k: int) -> tuple[float, list[_Part]]:
+    """Strict Mondrian in pure Python; returns (NCP %, partitions)."""
+    d = len(records[0])
+    order = [sorted({r[j] for r in records}) for j in range(d)]
+    index = [{v: i for i, v in enumerate(o)} for o in order]
+    span = [float(o[-1] - o[0]) for o in order]
+    result: list[_Part] = []
+
+    def width(p: _Part, j: int) -> float:
+        return (order[j][p.high[j]] - order[j][p.low[j]]) / span[j] if span[j] else 0.0
+
+    def choose(p: _Part) -> int:
+        best, bw = -1, -1.0
+        for j in range(d):
+            if p.allow[j] and width(p, j) > bw:
+                best, bw = j, width(p, j)
+        return best
+
+    def median(p: _Part, j: int):
+        freq: dict[int, int] = {}
+        for r in p.members:
+            freq[r[j]] = freq.get(r[j], 0) + 1
+        vals = sorted(freq)
+        middle = len(p.members) // 2
+        if middle < k or len(vals) <= 1:
+            return None, None, vals[0], vals[-1]
+        acc, pos = 0, 0
+        for pos, v in enumerate(vals):
+            acc += freq[v]
+            if acc >= middle:
+                break
+        nxt = vals[pos + 1] if pos + 1 < len(vals) else vals[pos]
+        return vals[pos], nxt, vals[0], vals[-1]
+
+    stack = [_Part(records, [0] * d, [len(o) - 1 for o in order], d)]
+    while stack:
+        p = stack.pop()
+        done = True
+        for _ in range(sum(p.allow)):
+            j = choose(p)
+            sv, nv, lo, hi = median(p, j)
+            p.low[j], p.high[j] = index[j][lo], index[j][hi]
+            if sv is None or sv == nv:
+                p.allow[j] = 0
+                continue
+            cut = index[j][sv]
+            lhs = [r for r in p.members if index[j][r[j]] <= cut]
+            rhs = [r for r in p.members if index[j][r[j]] > cut]
+            if len(lhs) < k or len(rhs) < k:
+                p.allow[j] = 0
+                continue
+            lh, rl = list(p.high), list(p.low)
+            lh[j], rl[j] = cut, index[j][nv]
+            stack.append(_Part(rhs, rl, p.high, d))
+            stack.append(_Part(lhs, p.low, lh, d))
+            done = False
+            break
+        if done:
+            result.append(p)
+    ncp = sum(len(p.members) * sum(width(p, j) for j in range(d)) for p in result)
+    return 100.0 * ncp / d / len(records), result
+
+
+def best_of(fn, repeats: int) -> tuple[float, object]:
+    """Smallest wall time of ``repeats`` runs (the machine is shared) and the last result."""
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), out
+
+
+def main() -> None:
+    """Print the per-k comparison table and the large run."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--big", type=int, default=1_000_000)
+    ap.add_argument("--skip-big", action="store_true")
+    args = ap.parse_args()
+    adult = load_adult()
+    enc = encode(adult, QIS)
+    records = coded_records(adult, QIS)
+    print(f"Adult: {len(adult):,} rows, QIs {', '.join(QIS)}; best of {args.repeats} runs each")
+    print(f"reference (pure-Python Mondrian, published): k={REFERENCE['k']} NCP {REFERENCE['ncp']}% "
+          f"in {REFERENCE['seconds']} s")
+    head = (f"{'k':>4} | {'py base s':>9} {'py NCP%':>8} | {'core s':>8} {'anonymize s':>11} {'NCP%':>7} | "
+            f"{'x core':>7} {'x full':>7} {'x vs 0.39s':>10} | {'NCP ok':>6}")
+    print(head)
+    print("-" * len(head))
+    for k in KS:
+        t_py, (ncp_py, _) = best_of(lambda k=k: python_mondrian(records, k), max(1, args.repeats // 2))
+        t_core, _ = best_of(lambda k=k: mondrian_groups(enc.codes, enc.scale_of(), k), args.repeats)
+        t_full, rel = best_of(lambda k=k: anonymize(adult, QIS, k), args.repeats)
+        ncp = rel.metrics["ncp"]
+        print(f"{k:>4} | {t_py:9.3f} {ncp_py:8.2f} | {t_core:8.4f} {t_full:11.4f} {ncp:7.2f} | "
+              f"{t_py / t_core:7.1f} {t_py / t_full:7.1f} {REFERENCE['seconds'] / t_core:10.1f} | "
+              f"{'yes' if ncp <= ncp_py + 1e-9 else 'NO':>6}")
+    print("x core: partitioning only (what the reference times); x full: anonymize() incl. coding, labels, metrics")
+    print("the in-run pure-Python port makes the reference's cuts (same NCP) but is leaner than the published code,\n"
+          "so it runs faster here than the published 0.39 s: 'x core' is the conservative ratio, 'x vs 0.39s' the\n"
+          "ratio to the published figure")
+    if not args.skip_big:
+        big = resample_with_jitter(adult, args.big)
+        t_enc, benc = best_of(lambda: encode(big, QIS), 1)
+        for k in (10, 50):
+            t_core, _ = best_of(lambda k=k: mondrian_groups(benc.codes, benc.scale_of(), k), 2)
+            t_full, rel = best_of(lambda k=k: anonymize(big, QIS, k), 2)
+            print(f"{args.big:,} rows (Adult resampled with jitter), k={k}: anonymize() {t_full:.2f} s "
+                  f"(partitioning {t_core:.2f} s, coding {t_enc:.2f} s), NCP {rel.metrics['ncp']:.2f}%, "
+                  f"{rel.metrics['n_groups']:,} classes, min size {rel.metrics['min_group_size']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Feedback-guided k-anonymity (FKA, §4): crowd answers on synthetic samples steer Mondrian's first cuts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from crowddb._random import make_rng
+from crowddb.anonymize.encoding import Encoding
+from crowddb.anonymize.generalize import Release, release_from_groups
+from crowddb.anonymize.mondrian import mondrian_groups
+from crowddb.anonymize.synth import copula_samples
+from crowddb.errors import ArgumentError
+
+Ask = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+class CountingAsk:
+    """Wraps the crowd callback: validates each answer vector and counts every tuple published."""
+
+    def __init__(self, ask: Ask) -> None:
+        """Keep the callback; nothing published yet."""
+        if not callable(ask):
+            raise ArgumentError("method='fka' needs ask=callable(lo, hi) -> one answer per tuple")
+        self.ask, self.tuples, self.calls = ask, 0, 0
+
+    def __call__(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Publish len(lo) tuples (boxes in the numeric QI coding) and return one integer answer per tuple."""
+        out = np.asarray(self.ask(lo, hi))
+        if out.shape != (len(lo),) or not np.issubdtype(out.dtype, np.integer):
+            raise ArgumentError(f"ask must return {len(lo)} integer answers, got shape {out.shape} dtype {out.dtype}")
+        self.tuples += len(lo)
+        self.calls += 1
+        return out.astype(np.int64)
+
+
+def _slabs(cuts: list[np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Slab index per dimension of each coded point: number of cuts strictly below it (cut c keeps c on the left)."""
+    return np.stack([np.searchsorted(c, x[:, j], side="left") for j, c in enumerate(cuts)], axis=1)
+
+
+def _cell_ids(slab: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Flat grid cell id of each slab vector."""
+    return np.ravel_multi_index(tuple(slab.T), shape)
+
+
+def _variance_sum(cell: np.ndarray, ans: np.ndarray, n_cells: int, n_ans: int) -> float:
+    """Sum over cells of var(V), V = per-answer sample counts of the cell (§4.3: skewed cells score high)."""
+    v = np.bincount(cell * n_ans + ans, minlength=n_cells * n_ans).reshape(n_cells, n_ans).astype(float)
+    return float(((v**2).mean(axis=1) - v.mean(axis=1) ** 2).sum())  # §4.3: var(V) = Σv²/(n+1) - (Σv/(n+1))²
+
+
+def feedback_histogram(samples: np.ndarray, truth: np.ndarray, m: np.ndarray, n_ans: int, cell_limit: int,
+                       min_samples: int) -> list[np.ndarray]:
+    """Algorithm 1 BuildHistogram: round-robin grid cuts at the sample value maximizing the cells' answer variance."""
+    d = samples.shape[1]
+    cuts = [np.zeros(0, np.int64) for _ in range(d)]
+    i, stalled = 0, 0
+    while stalled < d:  # existsCut: some dimension still has an allowable cut within the cell limit
+        j = i % d
+        i += 1
+        shape = tuple(len(c) + 1 for c in cuts)
+        n_cells = int(np.prod(shape)) // shape[j] * (shape[j] + 1)
+        best, best_var = None, -np.inf
+        if n_cells <= cell_limit:
+            slab = _slabs(cuts, samples)
+            for c in np.setdiff1d(np.unique(samples[:, j]), np.r_[cuts[j], m[j] - 1]):
+                new = np.sort(np.r_[cuts[j], c])
+                s_new = slab.copy()
+                s_new[:, j] = np.searchsorted(new, samples[:, j], side="left")
+                # Definition 3 (allowable cut for samples): both new slabs keep >= min_samples samples
+                k_slab = np.searchsorted(new, c)
+                sizes = np.bincount(s_new[:, j], minlength=len(new) + 1)
+                if sizes[k_slab] < min_samples or sizes[k_slab + 1] < min_samples:
+                    continue
+                sh = tuple(len(new) + 1 if q == j else shape[q] for q in range(d))
+                var = _variance_sum(_cell_ids(s_new, sh), truth, n_cells, n_ans)
+                if var > best_var:
+                    best, best_var = c, var
+        if best is None:
+            stalled += 1
+            continue
+        stalled = 0
+        cuts[j] = np.sort(np.r_[cuts[j], best])
+    return cuts
+
+
+@dataclass
+class Grid:
+    """Histogram cells as nd-arrays: feedback answer counts, sample truth counts, real tuples, volume, sensitive."""
+
+    feedback: np.ndarray  # (*shape, R) crowd answers on anonymized samples
+    truth: np.ndarray  # (*shape, R) crowd answers on raw samples (ground truth)
+    tuples: np.ndarray  # (*shape,) real rows per cell
+    volume: np.ndarray  # (*shape,) number of code points per cell
+    sensitive: np.ndarray | None  # (*shape, S) which sensitive values occur among the real rows
+    prior: np.ndarray  # (R,) overall feedback distribution, used for cells without samples
+
+
+def _box(a: np.ndarray, lo, hi) -> np.ndarray:
+    """Sub-array of the grid array a for slab ranges lo..hi (inclusive) in every dimension."""
+    return a[tuple(slice(x, y + 1) for x, y in zip(lo, hi))]
+
+
+def _accuracy(g: Grid, lo, hi) -> tuple[float, float]:
+    """Eq. 11 (Cov term constant): Acc(S) = sum_r P_S(t -> r) P_S(theta(t) -> r); and the row share of S."""
+    d = len(lo)
+    axes = tuple(range(d))
+    truth = _box(g.truth, lo, hi).sum(axis=axes)
+    n_t = truth.sum()
+    p_true = truth / n_t if n_t else g.prior
+    fb = _box(g.feedback, lo, hi)
+    n_fb = fb.sum(axis=-1, keepdims=True)
+    p_cell = np.where(n_fb > 0, fb / np.maximum(n_fb, 1), g.prior)
+    vol = _box(g.volume, lo, hi)[..., None]
+    # Eq. 12/13: P(θ(t) -> r) = Σ_c α_c P_c(r), α_c = the cell's share of the box volume (workers assume
+    # values uniform in a published range)
+    p_theta = (p_cell * vol).sum(axis=axes) / vol.sum()
+    share = _box(g.tuples, lo, hi).sum() / g.tuples.sum()
+    return float(p_true @ p_theta), float(share)
+
+
+def _allowed(g: Grid, lo, hi, k: int, l: int | None) -> bool:
+    """A phase-1 partition must hold >= k real rows (and >= l distinct sensitive values)."""
+    if _box(g.tuples, lo, hi).sum() < k:
+        return False
+    if l is not None:
+        return int(_box(g.sensitive, lo, hi).any(axis=tuple(range(len(lo)))).sum()) >= l
+    return True
+
+
+def adaptive_partition(g: Grid, k: int, l: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Algorithm 2 phase 1: cut the worst partition where delta (Eq. 10/14) is largest, until no cut is allowable."""
+    shape = g.tuples.shape
+    open_ = [(np.zeros(len(shape), np.int64), np.array(shape) - 1)]
+    done = []
+    while open_:
+        scores = [_accuracy(g, lo, hi)[0] for lo, hi in open_]
+        lo, hi = open_.pop(int(np.argmin(scores)))  # selectWorstPartition
+        acc, share = _accuracy(g, lo, hi)
+        best, best_delta = None, -np.inf
+        for j in range(len(shape)):
+            for s in range(lo[j], hi[j]):
+                h1, l2 = hi.copy(), lo.copy()
+                h1[j], l2[j] = s, s + 1
+                if not (_allowed(g, lo, h1, k, l) and _allowed(g, l2, hi, k, l)):
+                    continue
+                a1, w1 = _accuracy(g, lo, h1)
+                a2, w2 = _accuracy(g, l2, hi)
+                # Eq. 10: δ = Acc(S1) + Acc(S2) - Acc(S), each Acc weighted by its row share (the joint
+                # probability of Eq. 9); Eq. 14 is this with x_r, y_r, z_r the cell feedbacks mixed by α, β
+                delta = w1 * a1 + w2 * a2 - share * acc
+                if delta > best_delta:
+                    best, best_delta = ((lo, h1), (l2, hi)), delta
+        if best is None:
+            done.append((lo, hi))
+        else:
+            open_.extend(best)
+    return done
+
+
+def _grid(enc: Encoding, cuts, samples, truth, feedback, n_ans, sens) -> Grid:
+    """Fill the histogram cells from samples, their two kinds of answers, and the real rows."""
+    shape = tuple(len(c) + 1 for c in cuts)
+    n_cells = int(np.prod(shape))
+    cs = _cell_ids(_slabs(cuts, samples), shape)
+    fb = np.bincount(cs * n_ans + feedback, minlength=n_cells * n_ans).reshape(*shape, n_ans)
+    tr = np.bincount(cs * n_ans + truth, minlength=n_cells * n_ans).reshape(*shape, n_ans)
+    cr = _cell_ids(_slabs(cuts, enc.codes), shape)
+    tuples = np.bincount(cr, minlength=n_cells).reshape(shape)
+    widths = [np.diff(np.r_[-1, c, m - 1]) for c, m in zip(cuts, [enc.columns[q].m for q in enc.qis])]
+    volume = np.ones(shape)
+    for j, w in enumerate(widths):
+        volume = volume * w.reshape([-1 if q == j else 1 for q in range(len(shape))])
+    sens_grid = None
+    if sens is not None:
+        n_s = int(sens.max()) + 1
+        sens_grid = (np.bincount(cr * n_s + sens, minlength=n_cells * n_s) > 0).reshape(*shape, n_s)
+    prior = np.bincount(feedback, minlength=n_ans) / len(feedback)
+    return Grid(fb, tr, tuples, volume, sens_grid, prior)
+
+
+def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, sample_ratio: float = 0.10,
+        cell_limit: int = 200, min_samples: int | None = None, strict: bool = True,
+        sensitive: np.ndarray | None = None, l: int | None = None, seed=None) -> Release:
+    """FKA end to end: copula samples -> crowd truth -> feedback histogram -> crowd feedback -> adaptive
+    partitioning -> Mondrian inside each partition. Every crowd tuple goes through ``ask`` and is counted."""
+    crowd = CountingAsk(ask)
+    if not 0 < sample_ratio <= 1:
+        raise ArgumentError(f"sample_ratio must be in (0, 1], got {sample_ratio}")
+    if int(cell_limit) < 1:
+        raise ArgumentError(f"cell_limit must be >= 1, got {cell_limit}")
+    rng = make_rng(seed)
+    n, d = enc.codes.shape
+    n_s = max(2, round(sample_ratio * n))
+    m = np.array([enc.columns[q].m for q in enc.qis])
+    scale = enc.scale_of()
+    samples = copula_samples(enc.codes, n_s, rng)  # dummy records, never real rows
+    pts = np.stack([scale[j][samples[:, j]] for j in range(d)], axis=1)
+    truth_raw = crowd(pts, pts)  # §4.1: answers on the raw samples are the ground truth
+    labels, truth = np.unique(truth_raw, return_inverse=True)
+    n_ans = len(labels)
+    min_s = max(2, int(np.ceil(k * sample_ratio))) if min_samples is None else int(min_samples)
+    cuts = feedback_histogram(samples, truth, m, n_ans, int(cell_limit), min_s)
+    # publish every sample generalized to its cell's range (§4.3) to collect the feedback probabilities
+    slab = _slabs(cuts, samples)
+    edges = [np.r_[-1, c, mj - 1] for c, mj in zip(cuts, m)]
+    lo_c = np.stack([edges[j][slab[:, j]] + 1 for j in range(d)], axis=1)
+    hi_c = np.stack([edges[j][slab[:, j] + 1] for j in range(d)], axis=1)
+    lo = np.stack([scale[j][lo_c[:, j]] for j in range(d)], axis=1)
+    hi = np.stack([scale[j][hi_c[:, j]] for j in range(d)], axis=1)
+    fb_raw = crowd(lo, hi)
+    labels = np.union1d(labels, fb_raw)  # workers may answer with labels no raw sample received
+    grid = _grid(enc, cuts, samples, np.searchsorted(labels, truth_raw), np.searchsorted(labels, fb_raw),
+                 len(labels), sensitive)
+    parts = adaptive_partition(grid, k, l)
+    # real rows -> phase-1 partition, then Mondrian inside each (Algorithm 2, lines 7-9)
+    owner = np.empty(grid.tuples.shape, np.int64)
+    for p, (plo, phi) in enumerate(parts):
+        owner[tuple(slice(x, y + 1) for x, y in zip(plo, phi))] = p
+    init = owner.reshape(-1)[_cell_ids(_slabs(cuts, enc.codes), grid.tuples.shape)]
+    groups, glo, ghi = mondrian_groups(enc.codes, scale, k, strict=strict, sensitive=sensitive, l=l, init=init,
+                                       return_boxes=True)
+    est = sum(a * w for a, w in (_accuracy(grid, plo, phi) for plo, phi in parts))
+    extra = {"crowd_tuples": crowd.tuples, "crowd_calls": crowd.calls, "n_samples": n_s,
+             "n_cells": int(grid.tuples.size), "n_partitions": len(parts), "estimated_accuracy": est,
+             "sample_ratio": sample_ratio, "cell_limit": int(cell_limit), "l": l, "strict": strict}
+    return release_from_groups(frame, enc, groups, k, "fka", extra, (glo, ghi))
