@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,7 +19,7 @@ from crowddb.anonymize import anonymize
 from crowddb.anonymize.encoding import encode
 from crowddb.anonymize.mondrian import mondrian_groups
 
-ADULT = os.environ.get("CROWDDB_ADULT", "/work/shared/data/adult/adult.data")
+ADULT = os.environ.get("CROWDDB_ADULT", str(Path(__file__).resolve().parents[2] / "shared" / "data" / "adult" / "adult.data"))
 COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
            "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "class"]
 QIS = ["age", "workclass", "education-num", "marital-status", "occupation", "race", "sex", "native-country"]

@@ -7,13 +7,14 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+import shared_data
 
 from crowddb.anonymize import anonymize
 from crowddb.anonymize.encoding import encode
 from crowddb.anonymize.fulldomain import FullDomain, build_ladder
 
 pycanon = pytest.importorskip("pycanon.anonymity")  # pip install --no-deps pycanon
-HIER = "/work/shared/data/adult/hierarchies"
+HIER = str(shared_data.ADULT_HIERARCHIES)
 
 
 def people(n: int = 300, seed: int = 0) -> pd.DataFrame:

@@ -7,13 +7,14 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+import shared_data
 
 from crowddb.anonymize import anonymize
 
 pycanon = pytest.importorskip("pycanon.anonymity")  # pip install --no-deps pycanon
 
-ADULT = "/work/shared/data/adult/adult.data"
-HIER = "/work/shared/data/adult/hierarchies"
+ADULT = str(shared_data.ADULT)
+HIER = str(shared_data.ADULT_HIERARCHIES)
 QIS = ["age", "workclass", "education-num", "marital-status", "occupation", "race", "sex", "native-country"]
 COLS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation", "relationship",
         "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "class"]

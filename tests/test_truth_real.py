@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
+import shared_data
 
 from crowddb.truth import discover, get_method
 
-DATA = Path(os.environ.get("CROWDDB_CROWD_DATA", Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd"))
-if not DATA.is_dir():
-    DATA = Path("/work/shared/data/crowd")
+DATA = shared_data.CROWD
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="real crowd data sets not available")
 
 
