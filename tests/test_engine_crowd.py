@@ -98,3 +98,14 @@ def test_cli_sql_explain_and_demo(tmp_path, capsys):
     assert "getposition (tuple): 300 rows" in out and "k=10" in out
     assert main(["explain", "SELECT id, getposition(*) FROM adult WHERE id <= 50", "--db", path]) == 0
     assert "50 rows" in capsys.readouterr().out
+
+
+def test_progress_bar_shows_on_a_terminal(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    with crowddb.connect(seed=1) as db:
+        db.load_frame("people", people_frame(500), ground_truth="job", key="id")
+        db.sql("SELECT getposition(age, edu, tuples_per_hit := 10) FROM people").fetchall()
+    err = capsys.readouterr().err
+    assert "getposition: HITs" in err and "/50" in err  # a bar over the 50 HITs (cleared when done)

@@ -156,3 +156,14 @@ def test_anonymize_errors(db):
 def test_human_operator_aggregates_with_a_truth_discovery_method(open_db):
     got = open_db.sql("SELECT id, job, getposition(age, edu, method := 'ds') AS p FROM people").df()
     assert (got["p"] == got["job"]).all()
+
+
+def test_python_anonymize_accepts_relations_and_arrow(db):
+    from crowddb.anonymize import anonymize
+
+    relation = db.sql("SELECT age, sex, zip, edu FROM people")
+    for data in (relation, relation.df(), relation.fetch_arrow_table()):
+        release = anonymize(data, ["age", "sex", "zip"], 5, seed=0)
+        assert release.table.groupby(["age", "sex", "zip"]).size().min() >= 5
+    with pytest.raises(ArgumentError, match="DataFrame"):
+        anonymize([1, 2, 3], ["age"], 5)
