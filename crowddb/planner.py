@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ from .catalog import TableRoles, roles_of
 from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
 from .operators.context import OperatorContext
 from .operators.human import GROUP_ID, KEY, ROW_ID, TRUTH, HumanInput, HumanOperatorRun
+from .operators.table_functions import TableFunction
 from .udf import OVERRIDES
 
 DIALECT = "duckdb"
@@ -29,7 +29,6 @@ _GROUP = "__crowd_g"
 _ANSWER = "answer"
 _counter = itertools.count(1)
 
-TableFunction = Callable[[OperatorContext, pd.DataFrame, dict[str, Any], "str | None"], pd.DataFrame]
 
 
 def literal_value(node: exp.Expression, what: str) -> Any:
