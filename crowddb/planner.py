@@ -339,27 +339,25 @@ class Planner:
         if "budget" in named and named["budget"] < 0:
             raise ArgumentError(f"{what}: budget must be >= 0")
         n_own = len(op.arguments)
+        if len(positional) <= n_own:  # at least one column (or *), then the operator's own arguments
+            own = f", then its argument(s) {[a for a, _ in op.arguments]}" if n_own else ""
+            raise ArgumentError(f"{what}: name the columns to publish, or * for the published columns{own}")
         columns_args, own_args = positional[: len(positional) - n_own], positional[len(positional) - n_own:]
-        if len(own_args) < n_own or (op.kind == "group" and not columns_args and n_own and not positional):
-            raise ArgumentError(f"{what} takes {n_own} argument(s) after the columns: "
-                                f"{[a for a, _ in op.arguments]}")
         args = {}
         for (arg_name, arg_type), node in zip(op.arguments, own_args):
             value = literal_value(node, f"{what}: argument {arg_name!r}")
             if arg_type == "VARCHAR" and not isinstance(value, str):
                 raise ArgumentError(f"{what}: argument {arg_name!r} must be a string, got {value!r}")
             args[arg_name] = value
-        if not columns_args:
-            raise ArgumentError(f"{what}: name the columns to publish, or * for the published columns")
         method = named.pop("method", None)
         definition = op.with_overrides({**named, **({"aggregation": method} if method else {})})
         published, qi, kinds, protected = self._published(columns_args, sources, what)
         truth_expr, key_expr = self._truth_and_key(sources, what, op.kind == "group")
 
         where = scope.args.get("where")
-        filters = [c for c in _conjuncts(where.this)] if where else []
+        filters = _conjuncts(where.this) if where else []
         clean = [c for c in filters if not self.has_crowd(c)]
-        pushdown = self._limit_pushdown(scope, call, filters, clean, op.kind)
+        pushdown = self._limit_pushdown(scope, filters, clean, op.kind)
         identity = [exp.column("rowid", table=s.alias, quoted=True) for s in sources]
         group_exprs = self._group_exprs(scope) if op.kind == "group" else []
         projections: list[exp.Expression] = [exp.alias_(e, f"{_ID}{i}", quoted=True) for i, e in enumerate(identity)]
@@ -521,7 +519,7 @@ class Planner:
             col.replace(aliases[col.name.lower()].copy())
         return node
 
-    def _limit_pushdown(self, scope: exp.Select, call: exp.Expression, filters: list, clean: list, kind: str) -> bool:
+    def _limit_pushdown(self, scope: exp.Select, filters: list, clean: list, kind: str) -> bool:
         """May the scope's LIMIT be applied to the operator's input (so only those rows are asked about)?"""
         if kind != "tuple" or not scope.args.get("limit") or len(filters) != len(clean):
             return False

@@ -26,6 +26,8 @@ from crowddb.errors import (
     ("SELECT getposition(*, k := 500) FROM people", CrowdDBError, "500"),
     ("SELECT getposition(*, assignments := 0) FROM people", ArgumentError, "assignments"),
     ("SELECT getposition(*, anonymizer := 'none') FROM people", PrivacyError, "quasi-identifier"),
+    ("SELECT getposition(age, edu, anonymizer := 'magic') FROM people", ArgumentError, "anonymizer must be one of"),
+    ("SELECT getposition() FROM people", ArgumentError, "name the columns"),
     ("SELECT getposition(*) FROM people WHERE age > 1000", EmptyInputError, "no rows"),
     ("SELECT getcandidate(*) FROM people", ArgumentError, "job"),
     ("SELECT getcandidate(*, 42) FROM people", ArgumentError, "string"),

@@ -103,7 +103,7 @@ class HumanOperatorRun:
                                 "or key); declare core columns or pass columns explicitly")
         self.run_id = ctx.next_id("crowddb_runs", "run_id")
         self.rng = ctx.rng(self.run_id, call.seed)
-        self.question = self.op.question.format(**{k: v for k, v in call.args.items()})
+        self.question = self.op.question.format(**call.args)
         self.domain = self._domain()
         self.spent = 0.0
         self._hit_seq = 0
@@ -143,9 +143,7 @@ class HumanOperatorRun:
         """The published columns as text, QIs generalized to k-anonymous groups (kanon-crowd-db §2.2)."""
         call, op = self.call, self.op
         raw = call.frame[call.published]
-        if not call.quasi_identifiers:
-            if op.anonymizer not in ("none", "mondrian", "fka", "datafly", "incognito"):
-                raise ArgumentError(f"unknown anonymizer {op.anonymizer!r}")
+        if not call.quasi_identifiers:  # (an unknown anonymizer was already refused by the definition)
             return raw.apply(render), None
         if op.anonymizer == "none":
             raise PrivacyError(f"{op.name}: anonymizer 'none' is only allowed when no quasi-identifier is published; "
@@ -204,8 +202,7 @@ class HumanOperatorRun:
         saved, self.shown = getattr(self, "shown", None), shown
         try:
             items = self._items(shown, kind="tuple")
-            cached = self._cached(items)
-            hits, layout = self._hits(items, cached.groupby(["item_key", "occurrence"]).size(), 0)
+            cached, _, hits, layout = self._prepare(items, 0)
             answers = self._round(items, cached, hits, layout, knowledge, _NoBar(), 0)
         finally:
             self.shown = saved
@@ -275,6 +272,12 @@ class HumanOperatorRun:
         return got[got["rank"] < self.op.assignments].drop(columns="rank")
 
     # ------------------------------------------------------------------------------------------------- HITs
+    def _prepare(self, items: pd.DataFrame, round_no: int) -> tuple[pd.DataFrame, pd.Series, pd.DataFrame, pd.DataFrame]:
+        """Cache lookup and HIT layout of a set of items: (cached answers, answers held per item, hits, layout)."""
+        cached = self._cached(items)
+        have = cached.groupby(["item_key", "occurrence"]).size()
+        return (cached, have, *self._hits(items, have, round_no))
+
     def _hits(self, items: pd.DataFrame, have: pd.Series, round_no: int) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Pack items that still need answers into HITs of at most N tuples; one HIT layout per missing count.
 
@@ -323,9 +326,7 @@ class HumanOperatorRun:
         shown, metrics = self._publishable()
         self.shown = shown
         items = self._items(shown)
-        cached = self._cached(items)
-        have = cached.groupby(["item_key", "occurrence"]).size()
-        hits, layout = self._hits(items, have, 1)
+        cached, have, hits, layout = self._prepare(items, 1)
         n_items = items["item_id"].nunique()
         cached_items = int((have >= op.assignments).sum())
         later = self._later_round_hits(items) if op.kind == "group" else 0
@@ -413,13 +414,12 @@ class HumanOperatorRun:
         if budget is not None and self.spent + spend > budget + 1e-9:
             raise BudgetExceededError(f"{op.name}: round {round_no} would bring the cost to "
                                       f"${self.spent + spend:,.2f}, over the budget ${budget:,.2f}")
-        answers = [cached.merge(items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence"]],
-                                on=["item_key", "occurrence"])[["item_id", "worker_id", "answer"]]]
+        ident = items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence"]]
+        answers = [cached.merge(ident, on=["item_key", "occurrence"])[["item_id", "worker_id", "answer"]]]
         if len(hits):
             batch = self._batch(items, hits, layout)
             self.ctx.platform.publish(batch, knowledge=knowledge)
             got = self.ctx.platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update)
-            ident = items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence"]]
             got.answers = got.answers.merge(layout, on=["hit_id", "item_no"]).merge(ident, on="item_id")
             self._bought.append((batch, got, layout.merge(ident, on="item_id")))
             self.spent += spend
@@ -434,7 +434,7 @@ class HumanOperatorRun:
         table = pd.concat([rows[["hit_id", "item_no", "row_no"]].reset_index(drop=True), shown], axis=1)
         hit_rows = hits.assign(
             question=self.question, domain=[self.domain] * len(hits), reward=self.op.reward, fee_rate=self.op.fee,
-            target=self.call.args.get("job", next(iter(self.call.args.values()), None)))
+            target=next(iter(self.call.args.values()), None))  # a group operator's first argument (the job)
         return HitBatch(hit_rows.reset_index(drop=True), table, list(self.shown.columns))
 
     def _aggregate(self, answers: pd.DataFrame) -> pd.DataFrame:
@@ -465,8 +465,7 @@ class HumanOperatorRun:
                 return pd.concat(decided, ignore_index=True)
             round_no += 1
             items = self._group_round_items(groups[~final], rows[~final], int(items["item_id"].max()) + 1)
-            cached = self._cached(items)
-            hits, layout = self._hits(items, cached.groupby(["item_key", "occurrence"]).size(), round_no)
+            cached, _, hits, layout = self._prepare(items, round_no)
 
     # ---------------------------------------------------------------------------------------------- persist
     def _persist(self) -> None:
