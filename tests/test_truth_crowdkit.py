@@ -81,3 +81,26 @@ def test_zencrowd_close_to_zero_based_skill(data: pd.DataFrame) -> None:
     a, b = ours("zencrowd", data), _ck(ck.ZeroBasedSkill(), data)
     assert agreement(a, truth) >= agreement(b, truth) - 0.01
     assert agreement(a, b) >= 0.9
+
+
+def test_adultcontent2_reference_figure_reproduced() -> None:
+    """The data README's DS .769 is crowd-kit 1.4.2's default run: its ELBO stop fires after 2 EM iterations (even at
+    tol=1e-9) and duplicates keep the first answer. Ours, run for the same iterations, gives the same labels and .769;
+    converged, both libraries give .748 (tests/test_truth_real.py)."""
+    import shared_data
+
+    folder = shared_data.CROWD / "adultcontent2"
+    if not folder.is_dir():
+        pytest.skip("adultcontent2 not available")
+    lab = pd.read_csv(folder / "labels.txt", sep="\t", header=None, names=["worker", "task", "label"])
+    lab = lab.drop_duplicates(["worker", "task"], keep="first")
+    gold = pd.read_csv(folder / "gold.txt", sep="\t", header=None, names=["task", "label"]).set_index("task").label
+    gold = gold[gold.index.isin(lab.task)]
+    assert len(gold) == 333
+    model = ck.DawidSkene(n_iter=100, tol=1e-9)
+    theirs = _ck(model, lab)
+    ran = len(model.loss_history_)
+    assert ran == 2  # crowd-kit's stopping rule, not convergence: this is what the reference figure measured
+    mine = get_method("ds")(max_iter=ran).fit_frame(lab, "task", "worker", "label").truths_
+    assert agreement(mine, theirs) >= 0.9995
+    assert round(agreement(mine, gold), 3) == round(agreement(theirs, gold), 3) == 0.769

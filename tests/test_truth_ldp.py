@@ -211,3 +211,33 @@ def test_rr_never_densifies_a_sparse_universe() -> None:
     other = rr_probabilities(12.0, 2)[1]
     expected = len(ans.val) * (1 - other) + (cells - len(ans.val)) * 2 * other  # kept or flipped + NULLs turned
     assert abs(len(out.val) - expected) < 6 * math.sqrt(expected)
+
+
+def test_mf_guarantee_does_not_cover_answered_or_not() -> None:
+    """Why MF's report narrows Theorem 4 to answered values: for a released profile u, the noise that explains it is
+    eta = r - (G + ridge I) u (Eq. 10). Changing an answered value by at most |Gamma| moves eta by at most |Gamma| in
+    1-norm (the theorem); answering one more task moves it by |a - v.u| * |v|_1, unbounded in u, so the Laplace
+    density ratio exceeds e^epsilon for some outputs."""
+    rng = np.random.default_rng(0)
+    d, n, eps, gamma, ridge = 4, 6, 1.0, 10.0, 0.1
+    V = task_profile_matrix(n, d, rng)
+    answered = np.array([0, 1, 2])
+    a = np.array([3.0, 7.0, 1.0, 5.0, 0.0, 0.0])
+
+    def eta_for(u: np.ndarray, cells: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        G = V[:, cells] @ V[:, cells].T + ridge * np.eye(d)
+        return V[:, cells] @ vals[cells] - G @ u
+
+    def log_density_ratio(u: np.ndarray, cells2: np.ndarray, vals2: np.ndarray) -> float:
+        e1, e2 = eta_for(u, answered, a), eta_for(u, cells2, vals2)
+        return float(eps * (np.abs(e2).sum() - np.abs(e1).sum()) / gamma)  # log p_Lap(e1) - log p_Lap(e2)
+
+    outputs = rng.normal(0, 200, (2000, d))  # released profiles, scale of Lap(|Gamma|/eps) noise through G^-1
+    changed = a.copy()
+    changed[1] = 7.0 - 9.0  # one answered value changed within the domain width
+    value_ratio = max(abs(log_density_ratio(u, answered, changed)) for u in outputs)
+    assert value_ratio <= eps + 1e-9  # Theorem 4 holds for answered values
+    presence_ratio = max(abs(log_density_ratio(u, np.array([0, 1, 2, 3]), a)) for u in outputs)
+    assert presence_ratio > 5 * eps  # answering task 3 or not: the bound fails
+    _, rep = mf_perturbation(*sparse_answers()[:1], eps, ExperimentSampler(0), d=d, domain=range(10))
+    assert "not protected" in rep["guarantee"]

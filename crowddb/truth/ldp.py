@@ -2,8 +2,9 @@
 
 Sun et al., "Truth Inference on Sparse Crowdsourcing Data with Local Differential Privacy" (the LDP paper):
 Laplace perturbation (LP, Eq. 6-7, Theorem 1), randomized response extended to NULL answers (RR, Eq. 8) and
-matrix-factorization perturbation (MF, Algorithm 2, Eq. 9-10, Theorem 4), all epsilon-cell LDP over a worker's full
-task vector (a missing answer is a cell too). Li et al., "Towards differentially private truth discovery for crowd
+matrix-factorization perturbation (MF, Algorithm 2, Eq. 9-10, Theorem 4). LP and RR are epsilon-cell LDP over a
+worker's full task vector (a missing answer is a cell too); MF protects the values of answered cells only, because
+Theorem 4's proof does not cover a cell that changes between NULL and answered. Li et al., "Towards differentially private truth discovery for crowd
 sensing systems" (the crowd-sensing paper): Gaussian noise with a per-user variance drawn from an exponential
 distribution (Algorithm 2), (epsilon, delta) per Theorem 4.8.
 
@@ -275,7 +276,10 @@ def mf_perturbation(ans: Answers, epsilon: float, sampler: Sampler, *, d: int = 
     rows = max(1, block_cells // max(n, 1))
     for r0 in range(0, m, rows):
         out[r0:r0 + rows] = u[r0:r0 + rows] @ V  # M(a_i) = u_i V
-    rep = _report("matrix_factorization", eps, 0.0, "epsilon-cell LDP (each cell of a worker's full task vector)",
+    # Theorem 4's proof holds the Gram matrix fixed, so it covers the value of an answered cell; whether a task was
+    # answered changes the Gram matrix and the privacy loss is then unbounded (tests/test_truth_ldp.py shows it).
+    rep = _report("matrix_factorization", eps, 0.0,
+                  "epsilon-cell LDP for the value of each answered cell; which tasks were answered is not protected",
                   "Sun et al. Theorem 4 (MF, Algorithm 2, Eq. 9-10)", sampler, d=int(d), ridge=float(ridge),
                   laplace_scale=sens / eps, sensitivity=sens, domain_source=prov, cells=int(m * n),
                   note="ridge keeps the argmin unique for workers with fewer than d answers; the proof of Theorem 4 "
