@@ -32,7 +32,8 @@ _counter = itertools.count(1)
 
 
 def literal_value(node: exp.Expression, what: str) -> Any:
-    """A Python value from a literal argument (string, number, boolean, NULL, list); anything else is an error."""
+    """A Python value from a literal argument (string, number, boolean, NULL, list, struct); anything else is an
+    error."""
     if isinstance(node, exp.Neg):
         return -literal_value(node.this, what)
     if isinstance(node, exp.Literal):
@@ -49,6 +50,8 @@ def literal_value(node: exp.Expression, what: str) -> Any:
         return None
     if isinstance(node, exp.Array):
         return [literal_value(e, what) for e in node.expressions]
+    if isinstance(node, exp.Struct) and all(isinstance(e, exp.PropertyEQ) for e in node.expressions):
+        return {e.this.name: literal_value(e.expression, what) for e in node.expressions}  # {'key': value, ...}
     if isinstance(node, (exp.Column, exp.Identifier)) and what.endswith("column"):
         return node.name
     raise ArgumentError(f"{what} must be a literal value, got {node.sql(DIALECT)!r}")

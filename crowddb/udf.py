@@ -23,6 +23,7 @@ ANONYMIZERS = ("mondrian", "fka", "datafly", "incognito", "none")
 OVERRIDES: dict[str, type | tuple[type, ...]] = {
     "k": int, "assignments": int, "tuples_per_hit": int, "budget": (int, float), "reward": (int, float),
     "fee": (int, float), "method": str, "anonymizer": str, "domain": list, "seed": int,
+    "sample_ratio": (int, float), "cell_limit": int,
 }
 
 
@@ -43,6 +44,8 @@ class HumanOperator:
     aggregation: str = "mv"
     k: int = 10
     anonymizer: str = "mondrian"
+    sample_ratio: float = 0.10  # FKA: synthetic samples as a share of the input rows (kanon-crowd-db Table 7)
+    cell_limit: int = 200  # FKA: cells of the feedback histogram (Algorithm 1)
     source: str = "<python>"
 
     def __post_init__(self) -> None:
@@ -56,6 +59,10 @@ class HumanOperator:
                 raise ArgumentError(f"{where}: {field} must be at least 1")
         if self.reward < 0 or not 0 <= self.fee < 10:
             raise ArgumentError(f"{where}: reward must be >= 0 and fee a share of it (e.g. 0.3)")
+        if not 0 < float(self.sample_ratio) <= 1:
+            raise ArgumentError(f"{where}: sample_ratio must be in (0, 1], got {self.sample_ratio!r}")
+        if int(self.cell_limit) < 1:
+            raise ArgumentError(f"{where}: cell_limit must be at least 1, got {self.cell_limit!r}")
         if self.anonymizer not in ANONYMIZERS:
             raise ArgumentError(f"{where}: anonymizer must be one of {ANONYMIZERS}, got {self.anonymizer!r}")
 

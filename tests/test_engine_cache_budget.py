@@ -7,7 +7,7 @@ from conftest import people_frame
 
 import crowddb
 from crowddb.crowd import SimulatedCrowd
-from crowddb.errors import BudgetExceededError
+from crowddb.errors import ArgumentError, BudgetExceededError
 
 QUERY = "SELECT id, getposition(*) AS p FROM people ORDER BY id"
 
@@ -106,3 +106,25 @@ def test_explain_without_crowd_operator():
     with crowddb.connect() as db:
         plan = db.explain("SELECT 1")
         assert plan.operators == [] and "unchanged" in str(plan)
+
+
+def test_fka_parameters_from_the_query(db):
+    """sample_ratio and cell_limit reach FKA from the query: explain's sampling estimate follows the ratio, the run
+    buys that many synthetic tuples, and out-of-range values are refused before anything is published."""
+    base = db.explain("SELECT id, getposition(*, k := 6, anonymizer := 'fka') FROM people").operators[0]
+    more = db.explain("SELECT id, getposition(*, k := 6, anonymizer := 'fka', sample_ratio := 0.5, "
+                      "cell_limit := 4) FROM people").operators[0]
+    assert "estimated at 12 synthetic tuples" in base.note  # 2 x 10% of 60 rows
+    assert "estimated at 60 synthetic tuples" in more.note  # 2 x 50% of 60 rows
+    assert more.hits >= base.hits
+    db.sql("SELECT id, getposition(*, k := 6, anonymizer := 'fka', sample_ratio := 0.5, cell_limit := 4, "
+           "seed := 2) FROM people").fetchall()
+    assert "published 60 synthetic tuples" in db.last_plan.operators[0].note
+    for bad, word in (("sample_ratio := 0", "sample_ratio"), ("sample_ratio := 1.5", "sample_ratio"),
+                      ("cell_limit := 0", "cell_limit"), ("sample_ratio := 'x'", "sample_ratio")):
+        with pytest.raises(ArgumentError, match=word):
+            db.explain(f"SELECT id, getposition(*, anonymizer := 'fka', {bad}) FROM people")
+    published = counts(db)[0]
+    with pytest.raises(ArgumentError, match="sample_ratio"):
+        db.sql("SELECT id, getposition(*, anonymizer := 'fka', sample_ratio := 2) FROM people").fetchall()
+    assert counts(db)[0] == published  # a refused query publishes nothing

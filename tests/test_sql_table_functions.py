@@ -153,6 +153,23 @@ def test_anonymize_errors(db):
         db.sql("SELECT * FROM ANONYMIZE((SELECT age FROM people), k := 5)")
 
 
+def test_anonymize_with_hierarchies_from_sql(db, tmp_path):
+    hierarchy = tmp_path / "zip.csv"  # ARX layout: leaf;level 1;root
+    hierarchy.write_text("10001;100**;*\n10002;100**;*\n20001;200**;*\n20002;200**;*\n")
+    got = db.sql(f"SELECT * FROM ANONYMIZE(people, k := 6, seed := 1, hierarchies := {{'zip': '{hierarchy}'}})").df()
+    assert set(got["zip"]) <= {"10001", "10002", "20001", "20002", "100**", "200**", "*"}
+    assert set(got["zip"]) & {"100**", "200**", "*"}  # some zips are generalized to hierarchy labels
+    assert got.groupby(["age", "sex", "zip"]).size().min() >= 6
+    assert db.sql("SELECT params FROM crowddb_releases ORDER BY release_id DESC LIMIT 1").fetchall()[0][0].count(
+        "zip.csv") == 1
+    with pytest.raises(ArgumentError, match="ARX CSV paths"):
+        db.sql("SELECT * FROM ANONYMIZE(people, k := 6, hierarchies := {'zip': 3})")
+    with pytest.raises(ArgumentError, match="not found"):
+        db.sql("SELECT * FROM ANONYMIZE(people, k := 6, hierarchies := {'zip': 'no/such.csv'})")
+    with pytest.raises(CrowdDBError, match="hobby"):
+        db.sql(f"SELECT * FROM ANONYMIZE(people, k := 6, hierarchies := {{'hobby': '{hierarchy}'}})")
+
+
 def test_human_operator_aggregates_with_a_truth_discovery_method(open_db):
     got = open_db.sql("SELECT id, job, getposition(age, edu, method := 'ds') AS p FROM people").df()
     assert (got["p"] == got["job"]).all()

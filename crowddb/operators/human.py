@@ -26,7 +26,6 @@ GROUP_ID = "__crowd_group"  # group number (group operators)
 TRUTH = "__crowd_truth"     # hidden ground truth (never published; the simulated crowd's knowledge)
 KEY = "__crowd_key"         # the value a group operator returns for the chosen row
 _PROGRESS_MIN_HITS = 4
-_FKA_SAMPLE_RATIO = 0.10  # FKA's default sample ratio (kanon-crowd-db Table 7)
 
 
 @dataclasses.dataclass
@@ -154,11 +153,11 @@ class HumanOperatorRun:
         method = op.anonymizer
         if method == "fka" and self.ctx.dry_run:
             # FKA needs crowd answers; explain() shows Mondrian's release (FKA's starting point) and FKA's sampling
-            # cost: the raw samples and their cell-generalized copies, sample_ratio (10%) of the rows each
-            self._fka_estimate = 2 * max(2, round(_FKA_SAMPLE_RATIO * len(raw)))
+            # cost: the raw samples and their cell-generalized copies, sample_ratio of the rows each
+            self._fka_estimate = 2 * max(2, round(float(op.sample_ratio) * len(raw)))
             method = "mondrian"
         elif method == "fka":
-            options.update(ask=self._fka_ask(raw), sample_ratio=_FKA_SAMPLE_RATIO)
+            options.update(ask=self._fka_ask(raw), sample_ratio=float(op.sample_ratio), cell_limit=int(op.cell_limit))
         release = anonymize(raw, list(call.quasi_identifiers), int(op.k), method=method,
                             kinds=dict(call.kinds) or None, seed=self.rng, **options)
         table = release.table[call.published].copy()

@@ -45,7 +45,8 @@ def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
 
 
 def _describe(types: type | tuple[type, ...]) -> str:
-    names = {int: "an integer", float: "a number", str: "a string", bool: "true/false", list: "a list"}
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true/false", list: "a list",
+             dict: "a struct {'key': value, ...}"}
     return " or ".join(dict.fromkeys(names[t] for t in _tuple(types)))
 
 
@@ -151,14 +152,18 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
 # ----------------------------------------------------------------------------------------------- ANONYMIZE
 def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], table: str | None
                     ) -> pd.DataFrame:
-    """ANONYMIZE(input, k := 10, method := 'mondrian', quasi_identifiers := [...], strict, sensitive, l, seed):
-    the k-anonymous release itself, rows shuffled (order reveals nothing)."""
+    """ANONYMIZE(input, k := 10, method := 'mondrian', quasi_identifiers := [...], strict, sensitive, l, seed,
+    hierarchies := {'column': 'path/to/arx.csv', ...}): the k-anonymous release itself, rows shuffled (order reveals
+    nothing)."""
     from ..anonymize import anonymize
     from ..catalog import roles_of
 
     args = _bind("ANONYMIZE", named, {
         "k": (int, 10), "method": (str, "mondrian"), "quasi_identifiers": (list, None), "strict": (bool, True),
-        "sensitive": (str, None), "l": (int, None), "seed": (int, None)})
+        "sensitive": (str, None), "l": (int, None), "seed": (int, None), "hierarchies": (dict, None)})
+    hierarchies = args["hierarchies"]
+    if hierarchies is not None and not all(isinstance(v, str) for v in hierarchies.values()):
+        raise ArgumentError("ANONYMIZE: hierarchies := {'column': 'path/to/hierarchy.csv', ...} takes ARX CSV paths")
     roles = roles_of(ctx.con, table) if table else None
     qi = args["quasi_identifiers"]
     if qi is None:
@@ -171,11 +176,13 @@ def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, 
                             "(anonymizer := 'fka')")
     seed = _seed(ctx, args["seed"])
     release = anonymize(frame, qi, args["k"], method=args["method"], strict=args["strict"],
-                        sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed)
+                        sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
+                        hierarchies=hierarchies)
     metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
     ctx.reports.append({"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}"})
     _log_release(ctx, "anonymization", args["method"], args["k"], None, None,
-                 {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"]}, metrics)
+                 {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"], "hierarchies": hierarchies},
+                 metrics)
     order = np.random.default_rng(seed).permutation(len(release.table))
     return release.table.iloc[order].reset_index(drop=True)
 
