@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from crowddb.truth.base import Answers, CategoricalMethod, FitResult, class_votes, normalize_rows, register, segment_sum
 
@@ -28,40 +29,43 @@ class DawidSkene(CategoricalMethod):
         super().__init__(**kw)
         self.smoothing, self.diag_prior = float(smoothing), float(diag_prior)
 
-    def _m_step(self, ans: Answers, post: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    @staticmethod
+    def _incidence(ans: Answers) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """Sparse 0/1 matrices (source-label pairs × objects) and (objects × answers): EM steps become two products."""
+        k, n_ans = ans.n_classes, len(ans.val)
+        ones = np.ones(n_ans)
+        by_pair = sp.csr_matrix((ones, (ans.src * k + ans.val, ans.obj)), shape=(ans.n_sources * k, ans.n_objects))
+        by_obj = sp.csr_matrix((ones, (ans.obj, np.arange(n_ans))), shape=(ans.n_objects, n_ans))
+        return by_pair, by_obj
+
+    def _m_step(self, ans: Answers, post: np.ndarray, by_pair: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         k, w = ans.n_classes, ans.n_sources
         priors = np.clip(post.mean(axis=0), _EPS, None)
         # DS Eq. (2.3): pi[w, true k, label l] ∝ sum over answers of w with label l of T[i, k]
-        flat = ans.src * k + ans.val
-        post_a = post[ans.obj]  # (answers × K), gathered once
-        cm = np.empty((w, k, k))
-        for c in range(k):  # loop over classes only (K is small)
-            cm[:, c, :] = segment_sum(flat, post_a[:, c], w * k).reshape(w, k)
+        cm = np.ascontiguousarray(np.asarray(by_pair @ post).reshape(w, k, k).transpose(0, 2, 1))
         cm += self.smoothing + self.diag_prior * np.eye(k)  # Dirichlet pseudo-counts (MAP estimate)
         cm = np.clip(cm, _EPS, None)
         cm /= cm.sum(axis=2, keepdims=True)
         return priors / priors.sum(), cm
 
-    def _e_step(self, ans: Answers, priors: np.ndarray, cm: np.ndarray) -> tuple[np.ndarray, float]:
+    def _e_step(self, ans: Answers, priors: np.ndarray, cm: np.ndarray, by_obj: sp.csr_matrix
+                ) -> tuple[np.ndarray, float]:
         k, n = ans.n_classes, ans.n_objects
-        logcm = np.log(cm).ravel()
-        base = ans.src * (k * k) + ans.val  # flat index of pi[w, 0, l]
         # DS Eq. (2.5): log T[i, k] = log p_k + sum over answers (i, w, l) of log pi[w, k, l]
-        logp = np.empty((n, k))
-        for c in range(k):
-            logp[:, c] = segment_sum(ans.obj, logcm[base + c * k], n)
+        logp = np.asarray(by_obj @ np.log(cm)[ans.src, :, ans.val]).reshape(n, k)
         logp += np.log(priors)
         post, lognorm = _log_softmax_rows(logp)
         return post, float(lognorm.sum())
 
     def _fit(self, ans: Answers) -> FitResult:
+        by_pair, by_obj = self._incidence(ans)
         post = normalize_rows(class_votes(ans))
-        priors, cm = self._m_step(ans, post)
+        priors, cm = self._m_step(ans, post, by_pair)
         ll_old = -np.inf
         n_iter = 0
         for n_iter in range(1, self.max_iter + 1):
-            post, ll = self._e_step(ans, priors, cm)  # ll: marginal log-likelihood, never decreases under EM
-            priors, cm = self._m_step(ans, post)
+            post, ll = self._e_step(ans, priors, cm, by_obj)  # ll: marginal log-likelihood, never decreases
+            priors, cm = self._m_step(ans, post, by_pair)
             if (ll - ll_old) / len(ans.val) < self.tol:
                 break
             ll_old = ll
