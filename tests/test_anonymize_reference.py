@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from crowddb.anonymize.encoding import encode
@@ -40,6 +40,7 @@ def recursive_strict(codes: np.ndarray, scales: list[np.ndarray], k: int, rows: 
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(20, 400), st.integers(2, 12), st.integers(1, 5))
+@example(seed=2, n=20, k=2, d=3)  # a dimension that only waited for a wider one was dropped in the batched tail
 def test_same_partitions_as_recursive(seed: int, n: int, k: int, d: int) -> None:
     rng = np.random.default_rng(seed)
     cols = {}
@@ -60,6 +61,7 @@ def test_same_partitions_as_recursive(seed: int, n: int, k: int, d: int) -> None
 
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(2, 6))
+@example(seed=0, k=3)
 def test_initial_partitions_are_refined_independently(seed: int, k: int) -> None:
     rng = np.random.default_rng(seed)
     n = 300

@@ -1,58 +1,58 @@
-"""Vectorized Mondrian (LeFevre et al., ICDE 2006): all partitions of one depth level are cut at once."""
+"""Vectorized Mondrian (LeFevre, DeWitt, Ramakrishnan, ICDE 2006): all partitions of one recursion level are cut at
+once with segment reductions over rows kept contiguous by partition; no per-partition or per-row Python."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
-N_PASSES = 2  # widest dimension first, then all remaining candidate dimensions of the failures at once
-_DENSE_LIMIT = 1 << 24  # largest (partitions x codes) count matrix built densely; beyond it counts are sparse
+TAIL_SHARE = 0.6  # once at most this share of the rows is still open, failed partitions read all candidates
 
 
-def _medians(lp: np.ndarray, c: np.ndarray, mt: np.ndarray, half: np.ndarray):
-    """Per pseudo-partition t (codes 0..mt[t]-1): first code whose cumulative count reaches ``half[t]``
-    (Mondrian's frequency-set median), the rows up to it and the rows strictly below it."""
-    off = np.cumsum(mt) - mt  # ragged layout: pseudo-partition t owns counts[off[t] : off[t] + mt[t]]
-    total = int(off[-1] + mt[-1])
-    if total <= max(_DENSE_LIMIT, 4 * len(c)):
-        cum = np.cumsum(np.bincount(off[lp] + c, minlength=total))
-    else:
-        return _medians_sparse(lp, c, len(mt), int(mt.max()), half)
-    before = np.where(off > 0, cum[off - 1], 0)
-    pos = np.searchsorted(cum, before + half)  # first position whose running count reaches half
-    split = pos - off
-    upto = cum[pos] - before
-    below = np.where(pos > off, cum[pos - 1] - before, 0)
-    return split, upto, below
+def _code_type(top: int) -> type:
+    """Narrowest signed integer type holding codes 0..top-1 plus one sentinel above them."""
+    return np.int8 if top < 2**7 else np.int16 if top < 2**15 else np.int32 if top < 2**31 else np.int64
 
 
-def _medians_sparse(lp, c, n_a, m, half):
-    """Same as _medians via a sort of the (partition, code) keys, for huge partitions x codes products."""
-    key, cnt = np.unique(lp * np.int64(m) + c, return_counts=True)
-    kp, kc = key // m, key % m
-    cum = np.cumsum(cnt)
-    start = np.searchsorted(kp, np.arange(n_a))
-    cum = cum - np.where(start > 0, cum[np.maximum(start - 1, 0)], 0)[kp]
-    idx = np.flatnonzero(cum >= half[kp])
-    head = idx[np.r_[True, kp[idx][1:] != kp[idx][:-1]]]  # first reaching key of each partition
-    split, upto = kc[head], cum[head]
-    below = np.where(head > start, cum[np.maximum(head - 1, 0)], 0)
-    return split, upto, below
+_scratch = threading.local()  # per-thread buffers reused across calls: no fresh pages to fault in every call
 
 
-def _sides(pid, c, split, upto, below, strict, tie_key=None):
-    """0 = left child, 1 = right child; relaxed cuts send just enough median ties left to make |lhs| = size // 2,
-    the ties with the lowest ``tie_key`` (the code in the partition's next widest dimension) first."""
-    sp = split[pid]
-    side = (c > sp).astype(np.int8)
+def _workspace(name: str, length: int, dtype: np.dtype) -> np.ndarray:
+    """A reusable per-thread array of ``length`` items of ``dtype`` (contents undefined); grows by doubling."""
+    buf = getattr(_scratch, name, None)
+    if buf is None or buf.dtype != dtype or len(buf) < length:
+        buf = np.empty(max(length, 2 * len(buf) if buf is not None and buf.dtype == dtype else length), dtype)
+        setattr(_scratch, name, buf)
+    return buf[:length]
+
+
+def _steps(length: int, step: int) -> np.ndarray:
+    """0, step, 2 * step, ... (``length`` values), read-only and cached per thread."""
+    name = f"steps{step}"
+    buf = getattr(_scratch, name, None)
+    if buf is None or len(buf) < length:
+        buf = np.arange(0, max(length, 1024) * step, step)
+        buf.flags.writeable = False
+        setattr(_scratch, name, buf)
+    return buf[:length]
+
+
+def _sides(c: np.ndarray, sz: np.ndarray, split: np.ndarray, upto: np.ndarray, below: np.ndarray, strict: bool,
+           tie_key: np.ndarray | None = None) -> np.ndarray:
+    """True = right child. Strict cuts send codes <= split left; relaxed cuts send just enough median ties left to
+    make |lhs| = upto, the ties with the lowest ``tie_key`` (code in the partition's next widest dimension) first."""
+    sp = np.repeat(split.astype(c.dtype), sz)
+    side = c > sp
     if not strict:
         tie = np.flatnonzero(c == sp)
         if len(tie):
-            tp = pid[tie]
+            tp = np.repeat(np.arange(len(sz)), sz)[tie]
             order = np.lexsort((tie_key[tie], tp)) if tie_key is not None else np.argsort(tp, kind="stable")
             tp_sorted = tp[order]
             rank = np.empty(len(tie), np.int64)
             rank[order] = np.arange(len(tie)) - np.searchsorted(tp_sorted, tp_sorted)
-            side[tie] = (rank >= (upto - below)[tp]).astype(np.int8)  # upto - below ties go left
+            side[tie] = rank >= (upto - below)[tp]  # upto - below ties go left
     return side
 
 
@@ -63,51 +63,44 @@ def _next_widest(width: np.ndarray, dims: np.ndarray) -> np.ndarray:
     return np.argmax(w, axis=1)
 
 
-def _distinct2(pid: np.ndarray, side: np.ndarray, s: np.ndarray, n_p: int, n_s: int) -> np.ndarray:
-    """Distinct sensitive values on each side of each partition, shape (n_p, 2)."""
-    g = pid * 2 + side
-    if n_p * 2 * n_s <= _DENSE_LIMIT:
+def _distinct2(side: np.ndarray, sz: np.ndarray, s: np.ndarray, n_s: int) -> np.ndarray:
+    """Distinct sensitive values on each side of each segment, shape (len(sz), 2)."""
+    n_p = len(sz)
+    g = np.repeat(np.arange(0, 2 * n_p, 2), sz) + side
+    if n_p * 2 * n_s <= 1 << 24:
         present = np.bincount(g * n_s + s, minlength=2 * n_p * n_s).reshape(2 * n_p, n_s) > 0
         return present.sum(axis=1).reshape(n_p, 2)
     key = np.unique(g * np.int64(n_s) + s)
     return np.bincount(key // n_s, minlength=2 * n_p).reshape(n_p, 2)
 
 
-def _pair_rows(todo: np.ndarray, starts: np.ndarray, size: np.ndarray):
-    """Rows (grouped) of each listed partition and the position in ``todo`` they belong to."""
-    sz = size[todo]
-    lp = np.repeat(np.arange(len(todo)), sz)
-    return lp, np.arange(len(lp)) + np.repeat(starts[todo] - (np.cumsum(sz) - sz), sz)
+def _evaluate(c: np.ndarray, sz: np.ndarray, lo: np.ndarray, hi: np.ndarray, half: np.ndarray):
+    """Median cut of consecutive segments of ``c`` (segment t: ``sz[t]`` codes, all within lo[t]..hi[t]) from one
+    histogram: codes (3, n) = exact lowest, exact highest and the frequency-set median (Mondrian's splitVal: the
+    first code whose cumulative count reaches ``half[t]`` >= 1); rows up to the split; the lowest code above it;
+    and the running counts _below reads rows strictly below the split from."""
+    nb = hi - lo + 1
+    b = nb.cumsum() - nb + 1  # ragged bins: segment t owns bins b[t] .. b[t] + nb[t] - 1; bin 0 stays empty
+    key = np.repeat(b - lo, sz)
+    key += c
+    cum = np.bincount(key, minlength=int(b[-1] + nb[-1])).cumsum()
+    before = cum.take(b - 1)
+    at = cum.searchsorted(np.concatenate((before + 1, before + sz, before + half))).reshape(3, -1)
+    upto = cum.take(at[2]) - before
+    shift = lo - b  # bin -> code
+    return at + shift, upto, cum.searchsorted(before + upto + 1) + shift, (cum, at[2], before)
 
 
-def _try_cuts(todo, dims, starts, size, cod, hi, m, k, strict, all_pid, sens, l, width):
-    """Median cut of partition todo[t] along dims[t] for every t: split code, |lhs|, rows below, allowed."""
-    d = cod.shape[1]
-    if all_pid is not None:  # every partition once, in order: all rows, no index building
-        lp, rsel = all_pid, None
-        c = np.take(cod.reshape(-1), np.arange(0, len(lp) * d, d) + dims[lp]).astype(np.int64)
-    else:
-        lp, rsel = _pair_rows(todo, starts, size)
-        c = np.take(cod.reshape(-1), rsel * d + dims[lp]).astype(np.int64)
-    sz = size[todo]
-    half = sz // 2
-    sp, up, bl = _medians(lp, c, m[dims], half)
-    if strict:
-        ok = (sp < hi[todo, dims]) & (up >= k) & (sz - up >= k)
-    else:
-        ok = np.ones(len(todo), bool)
-        up = half  # |lhs| = floor(size / 2)
-    count_ok = ok.copy()
-    if l is not None and ok.any():
-        tie_key = None
-        if not strict:
-            sec = _next_widest(width[todo], dims)
-            flat = np.arange(0, len(lp) * d, d) if rsel is None else rsel * d
-            tie_key = np.take(cod.reshape(-1), flat + sec[lp])
-        side = _sides(lp, c, sp, up, bl, strict, tie_key)
-        s = sens if rsel is None else sens[rsel]
-        ok &= _distinct2(lp, side, s, len(todo), int(sens.max()) + 1).min(axis=1) >= l  # distinct l-diversity
-    return sp, up, bl, ok, count_ok
+def _below(state: tuple, sel) -> np.ndarray:
+    """Rows strictly below the median split of the selected segments of one _evaluate call."""
+    cum, mid, before = state
+    return cum.take(mid[sel] - 1) - before[sel]
+
+
+def _l_ok(c, sz, split, upto, state, strict, tie_key, s, n_s, l) -> np.ndarray:
+    """Distinct l-diversity of both sides of each segment's median cut (an extra cut condition)."""
+    side = _sides(c, sz, split, upto, _below(state, slice(None)), strict, tie_key)
+    return _distinct2(side, sz, s, n_s).min(axis=1) >= l
 
 
 def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, strict: bool = True,
@@ -115,7 +108,10 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
                     init: np.ndarray | None = None, return_boxes: bool = False):
     """Class id per row (0..G-1): median cuts along the widest allowable normalized dimension, level by level.
 
-    With ``return_boxes`` also the tight (G, d) code bounds of each class.
+    Every level reads one dimension of every open partition: its widest candidate. A partition whose cut along it
+    is not allowable keeps its rows and tries its next widest dimension at the next level (the classic recursion's
+    fallback loop, spread over levels); one without candidates is an equivalence class. With ``return_boxes`` also
+    the tight (G, d) code bounds of each class.
     """
     n, d = codes.shape
     m = np.array([len(s) for s in scales], dtype=np.int64)
@@ -123,100 +119,180 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
     safe_span = np.where(span > 0, span, np.inf)  # a constant QI has width 0
     flat_scale = np.concatenate([np.asarray(s, dtype=float) for s in scales])
     scale_off = np.cumsum(m) - m
-    top = int(m.max(initial=1))
-    ctype = np.int8 if top < 2**7 else np.int16 if top < 2**15 else np.int32 if top < 2**31 else np.int64
-    cod = codes.astype(ctype)  # narrow codes: every level streams them
+    ctype = _code_type(int(m.max(initial=1)))
+    sentinel = np.iinfo(ctype).max  # split of an uncut partition: every row stays on the left
+    isz = np.dtype(ctype).itemsize
+    n_w = -(-d * isz // 8)  # a row is its codes padded to whole 8-byte words, then its row id: one item to move
+    rs = (n_w + 1) * 8 // isz  # row stride in codes
     if init is None:
-        pid, rows = np.zeros(n, np.int32), np.arange(n, dtype=np.int32)
+        rows, size = np.arange(n), np.array([n])
     else:  # start from given partitions (FKA), rows grouped contiguously by partition
-        pid = np.unique(init, return_inverse=True)[1].reshape(-1).astype(np.int32)
-        rows = np.argsort(pid, kind="stable").astype(np.int32)
-        pid, cod = pid[rows], np.take(cod, rows, axis=0)
-    sens = None
+        pid0 = np.unique(init, return_inverse=True)[1].reshape(-1)
+        rows, size = np.argsort(pid0, kind="stable"), np.bincount(pid0)
+    # one item per row: its codes (padded to 8-byte words) and its row id, moved as one value (complex128: a
+    # native 16-byte type numpy copies fastest)
+    item = np.dtype(np.complex128) if n_w == 1 else np.dtype((np.void, 8 * (n_w + 1)))
+    items, spare = _workspace("items_a", n, item), _workspace("items_b", n, item)  # rows move from one to the other
+    buf = items.view(np.int64).reshape(n, n_w + 1)
+    buf[:, :n_w] = 0
+    buf[:, :n_w].view(ctype)[:, :d] = codes if init is None else codes[rows]
+    buf[:, n_w] = rows
+    ban = None  # dimensions whose cut broke l-diversity, per still uncut partition
     if l is not None:
         sens = np.unique(sensitive, return_inverse=True)[1].reshape(-1)[rows]
-    groups = np.empty(n, np.int64)
-    next_gid = 0
-    box_lo, box_hi = [], []
-    starts = np.flatnonzero(np.r_[True, pid[1:] != pid[:-1]])
+        n_s = int(sens.max()) + 1
+        ban = np.zeros((len(size), d), bool)
+    arange_n = _steps(max(n, d) + 1, 1)
+    rowoff = _steps(n, rs)
+    k2 = 2 * k
+    tail = n * TAIL_SHARE
     # failure certificates (strict): a median cut along j failed with fewer than k rows above the split and
     # cert[p, j] rows strictly below it; any subset of >= 2 * cert rows fails along j too (its median cannot
-    # fall below the old split, so its upper side is no larger), so descendants skip re-checking j
-    cert = np.full((len(starts), d), np.iinfo(np.int64).max)
-    while len(rows):
-        n_p = len(starts)
-        size = np.diff(np.r_[starts, len(rows)])
-        lo = np.minimum.reduceat(cod, starts, axis=0).astype(np.int64)
-        hi = np.maximum.reduceat(cod, starts, axis=0).astype(np.int64)
-        width = (flat_scale[hi + scale_off] - flat_scale[lo + scale_off]) / safe_span  # normalized range
-        cand = (width > 0) & (size >= 2 * k)[:, None] & ~(cert < (size // 2)[:, None])
-        chosen = np.full(n_p, -1)
-        split = np.zeros(n_p, np.int64)
-        upto = np.zeros(n_p, np.int64)
-        below = np.zeros(n_p, np.int64)
-        # first passes: the widest remaining dimension of every undecided partition; last pass: all remaining
-        # dimensions at once, keeping the widest allowable one (the classic loop's fallback order, batched)
-        todo = np.flatnonzero(cand.any(axis=1))
-        for attempt in range(N_PASSES):
-            if not len(todo):
-                break
-            if attempt < N_PASSES - 1:
-                best = np.argmax(np.where(cand[todo], width[todo], -1.0), axis=1)
-            every = pid if attempt == 0 and len(todo) == n_p else None
-            sp, up, bl, ok, count_ok = _try_cuts(todo, best, starts, size, cod, hi, m, k, strict, every, sens, l,
-                                                 width)
-            if strict:
-                cert[todo[~count_ok], best[~count_ok]] = bl[~count_ok]
-            if attempt == N_PASSES - 1:  # keep the widest allowable dimension per partition (first on ties)
-                score = np.where(ok, width[todo, best], -1.0)
-                order = np.lexsort((best, -score, todo))
-                head = order[np.r_[True, todo[order][1:] != todo[order][:-1]]]
-                head = head[ok[head]]
-                todo, best, sp, up, bl, ok = todo[head], best[head], sp[head], up[head], bl[head], ok[head]
-            good = todo[ok]
-            chosen[good], split[good], upto[good], below[good] = best[ok], sp[ok], up[ok], bl[ok]
-            failed = todo[~ok]
-            cand[failed, best[~ok]] = False
-            todo = failed[cand[failed].any(axis=1)]
-            if attempt == N_PASSES - 2:
-                pi, best = np.nonzero(cand[todo])  # row-major: pairs come grouped by partition
-                todo = todo[pi]
-        cut = chosen >= 0
-        width_cut = width
-        fin = ~cut[pid]
-        if fin.any():  # partitions without an allowable cut become equivalence classes
-            ids = np.cumsum(~cut) - 1 + next_gid
-            groups[rows[fin]] = ids[pid[fin]]
-            next_gid += int((~cut).sum())
-            box_lo.append(lo[~cut])
-            box_hi.append(hi[~cut])
-            keep = ~fin
-            rows, pid, cod = rows[keep], pid[keep], np.compress(keep, cod, axis=0)
-            if sens is not None:
-                sens = sens[keep]
-            new = np.cumsum(cut) - 1
-            pid = new.astype(np.int32)[pid]
-            chosen, split, upto, below, size = chosen[cut], split[cut], upto[cut], below[cut], size[cut]
-            cert = cert[cut]
-            width_cut = width[cut]
-            starts = np.cumsum(np.r_[0, size[:-1]])
-        if not len(rows):
-            break
-        c = np.take(cod.reshape(-1), np.arange(0, len(rows) * d, d) + chosen[pid]).astype(np.int64)
-        tie_key = None
-        if not strict:
-            sec = _next_widest(width_cut, chosen)
-            tie_key = np.take(cod.reshape(-1), np.arange(0, len(rows) * d, d) + sec[pid])
-        side = _sides(pid, c, split, upto, below, strict, tie_key)
-        # regroup rows contiguously, each partition's left child first: a stable sort of the child keys
-        # (16-bit keys take numpy's O(n) radix sort, wider ones timsort over long sorted runs)
-        key = pid * np.int32(2) + side
-        inv = np.argsort(key.astype(np.int16) if 2 * len(starts) < 2**15 else key, kind="stable")
-        rows, cod, pid = np.take(rows, inv), np.take(cod, inv, axis=0), np.take(key, inv)
-        starts = np.stack([starts, starts + upto], axis=1).reshape(-1)  # |left child| = upto
-        cert = np.repeat(cert, 2, axis=0)  # children inherit their parent's certificates
-        if sens is not None:
-            sens = sens[inv]
-    if return_boxes:
-        return groups, np.concatenate(box_lo), np.concatenate(box_hi)
-    return groups
+    # fall below the old split, so its upper side is no larger): the partition and its descendants skip j
+    cert = np.full((len(size), d), np.iinfo(np.int64).max)
+    starts = size.cumsum() - size
+    # code bounds of each partition: exact at the start; children inherit them (exact along the cut, an outer
+    # bound elsewhere) and a dimension's bounds become exact again when its histogram is read
+    lo = np.minimum.reduceat(buf[:, :n_w].view(ctype)[:, :d], starts, axis=0).astype(np.int64)
+    hi = np.maximum.reduceat(buf[:, :n_w].view(ctype)[:, :d], starts, axis=0).astype(np.int64)
+    out_rows: list[np.ndarray] = []
+    out_sizes: list[np.ndarray] = []
+    first = True
+    while len(size):
+        n_act, n_p = len(items), len(size)
+        words = items.view(np.int64).reshape(n_act, n_w + 1)
+        flat = words.view(ctype).reshape(-1)
+        half = size >> 1
+        if not strict and not first:  # relaxed: exact bounds every level (median ties blur the inherited ones)
+            cod = flat.reshape(n_act, rs)[:, :d]
+            lo = np.minimum.reduceat(cod, starts, axis=0).astype(np.int64)
+            hi = np.maximum.reduceat(cod, starts, axis=0).astype(np.int64)
+        width = (flat_scale.take(hi + scale_off) - flat_scale.take(lo + scale_off)) / safe_span  # normalized range
+        cand = width > 0
+        if strict:
+            cand &= cert >= half[:, None]
+        if ban is not None:
+            cand &= ~ban
+        if first:  # later levels only hold partitions of >= 2k rows
+            cand &= (size >= k2)[:, None]
+            first = False
+        score = np.where(cand, width, -1.0)
+        best = score.argmax(axis=1)  # the widest candidate (the lowest dimension on ties)
+        fi = arange_n[:n_p] * d + best
+        has = score.reshape(-1).take(fi) > 0
+        at = best.repeat(size)
+        at += rowoff[:n_act]
+        c = flat.take(at)
+        code, upto, nxt, state = _evaluate(c, size, lo.reshape(-1).take(fi), hi.reshape(-1).take(fi),
+                                           np.maximum(half, 1))
+        np.put(lo, fi, code[0])
+        np.put(hi, fi, code[1])
+        split = code[2]
+        if strict:
+            # with inherited (outer) bounds the dimension read may turn out narrower than another: then its cut
+            # waits, and the next level reads the now widest one
+            sd = scale_off.take(best)
+            w_x = (flat_scale.take(code[1] + sd) - flat_scale.take(code[0] + sd)) / safe_span.take(best)
+            np.put(score, fi, np.where(w_x > 0, w_x, -1.0))
+            count_ok = upto <= size - k  # Mondrian's allowable cut: >= k rows on each side (upto >= half >= k)
+            cut = has & count_ok & (score.argmax(axis=1) == best)
+            bad = (has > count_ok).nonzero()[0]
+            if len(bad):
+                np.put(cert, fi.take(bad), _below(state, bad))
+        else:
+            cut, upto, below = has.copy(), half, _below(state, slice(None))  # relaxed: |lhs| = floor(size / 2)
+        if l is not None and cut.any():  # distinct l-diversity of both sides as an extra cut condition
+            tie = None if strict else flat.take(rowoff[:n_act] + _next_widest(width, best).repeat(size))
+            l_ok = _l_ok(c, size, split, upto, state, strict, tie, sens, n_s, l)
+            np.put(ban, fi, ban.reshape(-1).take(fi) | (cut > l_ok))
+            cut &= l_ok
+        retry = has > cut  # read but not cut: the partition stays whole for the next level ...
+        lims = code[1]
+        if strict and n_act <= tail and retry.any():
+            # ... except in the last, small levels: there every remaining candidate dimension of the partition
+            # is read at once and the widest allowable one is cut (the classic fallback order, batched), so a
+            # few partitions failing dimension after dimension do not add level after level. The dimension just
+            # read stays a candidate: it may only have waited for a wider one, and if it failed it fails again
+            rp = retry.nonzero()[0]
+            pi, dims = cand.take(rp, axis=0).nonzero()
+            if len(pi):
+                pp = rp.take(pi)
+                fj = pp * d + dims
+                reps = size.take(pp)
+                ends = reps.cumsum()
+                pos = (starts.take(pp) - (ends - reps)).repeat(reps) + np.arange(ends[-1])
+                cc = flat.take(pos * rs + dims.repeat(reps))
+                code2, up2, nx2, st2 = _evaluate(cc, reps, lo.take(fj), hi.take(fj), half.take(pp))
+                np.put(lo, fj, code2[0])
+                np.put(hi, fj, code2[1])
+                sd = scale_off.take(dims)
+                w2 = (flat_scale.take(code2[1] + sd) - flat_scale.take(code2[0] + sd)) / safe_span.take(dims)
+                ok2 = up2 <= reps - k
+                bad = (~ok2).nonzero()[0]
+                if len(bad):
+                    np.put(cert, fj.take(bad), _below(st2, bad))
+                ok2 &= w2 > 0
+                if l is not None and ok2.any():
+                    ok2 &= _l_ok(cc, reps, code2[2], up2, st2, strict, None, sens.take(pos), n_s, l)
+                sc = np.full((len(rp), d), -1.0)
+                sc[pi, dims] = np.where(ok2, w2, -1.0)
+                top = sc.argmax(axis=1)
+                got = sc[arange_n[:len(rp)], top] > 0
+                pair = np.zeros((len(rp), d), np.int64)
+                pair[pi, dims] = arange_n[:len(pi)]
+                sel = pair[arange_n[:len(rp)], top][got]
+                w = rp[got]
+                cut[w], best[w], split[w], upto[w], nxt[w] = True, dims[sel], code2[2][sel], up2[sel], nx2[sel]
+                lims = code[1].copy()
+                lims[w] = code2[1][sel]
+                won = np.zeros(len(pi), bool)
+                won[sel] = True
+                won = won.repeat(reps)
+                c[pos[won]] = cc[won]
+            retry[:] = False  # every candidate was read: the rest are classes
+        split = np.where(cut, split, sentinel)
+        lims = np.where(cut, split, lims)  # the cut dimension's new upper bound on the left
+        if strict:
+            side = c > split.astype(ctype).repeat(size)
+        else:
+            tie_key = flat.take(rowoff[:n_act] + _next_widest(width, best).repeat(size))
+            side = _sides(c, size, split, upto, below, strict, tie_key)
+        left = np.where(cut, upto, size)  # an uncut partition keeps all its rows on the left
+        right = size - left
+        act_l = (cut & (left >= k2)) | retry  # children below 2k rows cannot be cut: they are classes
+        act_r = right >= k2
+        la, ra = act_l.nonzero()[0], act_r.nonzero()[0]
+        nl = len(la)
+        kids = np.concatenate((la, ra))
+        lo, hi, cert = lo.take(kids, axis=0), hi.take(kids, axis=0), cert.take(kids, axis=0)  # children inherit
+        np.put(hi, arange_n[:nl] * d + best.take(la), lims.take(la))  # the left child: codes up to the split,
+        np.put(lo, arange_n[nl:len(kids)] * d + best.take(ra), nxt.take(ra))  # the right one: the codes above
+        if ban is not None:
+            ban = np.concatenate((ban.take(la, axis=0) & retry.take(la)[:, None], np.zeros((len(ra), d), bool)))
+        # regroup: rows of the open left children, then of the open right children, each child contiguous
+        if nl == n_p and len(ra) == n_p:
+            to_l, to_r = ~side, side
+            size = np.concatenate((left, right))
+        else:
+            rl, rr = act_l.repeat(size), act_r.repeat(size)
+            ls = ~side
+            to_l, to_r = ls & rl, side & rr
+            # finished children become equivalence classes: their rows leave, grouped class by class
+            rid = words[:, n_w]
+            out_rows.append(rid.take(np.concatenate(((ls > rl).nonzero()[0], (side > rr).nonzero()[0]))))
+            out_sizes += [left[~act_l], right[~act_r & (right > 0)]]
+            size = np.concatenate((left[act_l], right[act_r]))
+        keep = np.concatenate((to_l.nonzero()[0], to_r.nonzero()[0]))
+        items, spare = items.take(keep, out=spare.base[:len(keep)], mode="clip"), items
+        if l is not None:
+            sens = sens.take(keep)
+        starts = size.cumsum() - size
+    sizes = np.concatenate(out_sizes)
+    order = np.concatenate(out_rows)
+    groups = np.empty(n, np.int64)
+    groups[order] = np.arange(len(sizes)).repeat(sizes)
+    if not return_boxes:
+        return groups
+    sc = codes.take(order, axis=0)
+    starts = sizes.cumsum() - sizes
+    return groups, np.minimum.reduceat(sc, starts, axis=0), np.maximum.reduceat(sc, starts, axis=0)
