@@ -96,3 +96,22 @@ def test_vectorized_test_equals_a_scalar_loop():
             want_a = bucket(X[o, seed[o, r]])
             want_k = sum(bucket(X[o, s]) == want_a for s in range(4) if M[o, s])
             assert a[o, r] == want_a and kp[o, r] == want_k
+
+
+@pytest.mark.parametrize("weights", ["combined", "uniform"])
+def test_released_values_pass_an_independent_rerun_of_the_test(weights):
+    # recompute every released value's test from scratch with scipy: cell mass of each claim, its gamma-bucket, k'
+    obj, src, x = claims(n_obj=6, n_src=9, bad=(8,))
+    gamma, k = 4.0, 5
+    res = synthesize(obj, src, x, m=15, k=k, gamma=gamma, weights=weights, seed=11)
+    assert res.report["reached_m"].all()
+    h = res.report.set_index("object")["bandwidth"]
+    for row in res.trace.itertuples():
+        c = x[obj == row.object]
+        lo, hi = (row.value - 0.05 - c) / h[row.object], (row.value + 0.05 - c) / h[row.object]
+        p = np.where(lo > 0, norm.sf(lo) - norm.sf(hi), norm.cdf(hi) - norm.cdf(lo))
+        with np.errstate(divide="ignore"):  # p = 0 (a claim far from the value): no bucket, -1 here
+            a = np.where(p > 0, np.floor(-np.log(p) / math.log(gamma)), -1).astype(int)  # gamma^-(a+1) < p <= gamma^-a
+        assert row.bucket in set(a)  # the generating seed is one of the claims
+        kp = int((a == row.bucket).sum())
+        assert kp == row.k_prime and kp >= row.k_tilde

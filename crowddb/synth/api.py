@@ -9,7 +9,8 @@ Documented behaviour for edge cases:
   are withheld with ``small_objects='withhold'``; with ``'release'`` they run through the same Algorithm 1 and are
   marked ``guarantee_holds=False``.
 - ``weight_floor``: sampling weights are clipped at weight_floor * max c per object, bounding max c / min c (and so
-  Theorem 2's epsilon); Hampel weights can be 0, which would make epsilon infinite. 0 disables the clip.
+  Theorem 2's epsilon); Hampel weights can be 0 (a claim beyond q3) or nearly so (claims off a majority of identical
+  claims), see ``weights``; epsilon would be infinite or huge. 0 disables the clip. Not in the paper.
 - ``epsilon``: for 'basic' the Laplace epsilon (default 1.0); for 'priscrowd' an optional target that picks t
   (see ``accounting``); objects that cannot meet it are withheld (or released without guarantee).
 """

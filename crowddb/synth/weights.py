@@ -1,12 +1,29 @@
-"""Source reliability for the weighted KDE (§4.2): global (Eq. 2), local Hampel IRWLS (Eq. 3), combined (Eq. 4/5)."""
+"""Source reliability for the weighted KDE (§4.2): global (Eq. 2), local Hampel IRWLS (Eq. 3), combined (Eq. 4/5).
+
+All distances are RKHS norms of the normalized Gaussian kernel kappa(x, x) = 1, in closed form from the Gram matrix:
+||Phi(x_s) - sum_t w_t Phi(x_t)||^2 = 1 - 2 (Kw)_s + w'Kw. They are bounded (by 2), so a claim many bandwidths away
+from the others costs about as much as one a few bandwidths away.
+
+Local weights follow robust KDE (Kim & Scott, JMLR 2012) as their code (robkde.m) does: the Hampel thresholds
+(q1, q2, q3) of an object are the median, 95th percentile and maximum of the residual norms at its kernel median (the
+RKHS M-estimate with rho(r) = r, by KIRWLS from the unweighted KDE); then KIRWLS with the Hampel psi from the
+unweighted KDE, l ∝ psi(r)/r. psi is 0 beyond q3, so a local weight, and then c, can be exactly 0; Theorem 2's
+epsilon then is infinite, which is what ``floor_weights`` is for. When over half of an object's claims are identical,
+the kernel median sits on them and q1 = 0; the limit q1 -> 0+ is taken, which gives those claims nearly all the weight.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
 from crowddb.synth.kde import Batch, rkhs_sq_dist, row_percentile
 
-HAMPEL_QUANTILES = (50.0, 75.0, 95.0)  # q1 < q2 < q3 as robust KDE (Kim & Scott 2012, §5): median, 75th, 95th pct
+# Hampel a < b < c: median, 95th percentile and max of the residual norms at the kernel median (Kim & Scott 2012,
+# robust KDE; their code robkde.m/parameter_select), as percentiles of the masked residuals
+HAMPEL_QUANTILES = (50.0, 95.0, 100.0)
+R_MIN = 1e-9  # residual norms are <= sqrt(2): the kernel median uses 1/max(r, R_MIN), Hampel q1 >= R_MIN
 
 
 def _normalize(w: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -44,30 +61,110 @@ def global_weights(batches: list[Batch], grams: list[np.ndarray], n_sources: int
 
 
 def hampel_phi(r: np.ndarray, q1: np.ndarray, q2: np.ndarray, q3: np.ndarray) -> np.ndarray:
-    """IRWLS weight psi(r)/r of the Hampel loss of Eq. (3) (1 near 0, q1/r, linear descent, 0 beyond q3)."""
+    """IRWLS weight psi(r)/r of the Hampel loss of Eq. (3): 1 below q1, q1/r, linear descent to 0 at q3, 0 beyond."""
     r = np.maximum(r, 1e-300)
     lin = q1 * (q3 - r) / np.maximum((q3 - q2) * r, 1e-300)
-    return np.where(r <= q1, 1.0, np.where(r <= q2, q1 / r, np.where(r < q3, lin, 0.0)))
+    # psi(r) = r | q1 | q1 (q3 - r)/(q3 - q2) | 0 on [0,q1) [q1,q2) [q2,q3) [q3,inf)  (derivative of Eq. 3's loss)
+    return np.where(r < q1, 1.0, np.where(r < q2, q1 / r, np.where(r < q3, lin, 0.0)))
+
+
+def hampel_rho(r: np.ndarray, q1: np.ndarray, q2: np.ndarray, q3: np.ndarray) -> np.ndarray:
+    """The Hampel loss of Eq. (3) (the IRWLS objective J(l), used for its stopping rule)."""
+    top = q1 * (q2 + q3 - q1) / 2.0
+    desc = q1 * (r - q3) ** 2 / np.where(q3 > q2, 2.0 * (q2 - q3), -1.0) + top  # Eq. (3), q2 <= r < q3 (if any)
+    return np.where(r < q1, r * r / 2.0, np.where(r < q2, q1 * r - q1 * q1 / 2.0, np.where(r < q3, desc, top)))
+
+
+def _residuals(K: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """RKHS residual norms ||Phi(x_s) - sum_t w_t Phi(x_t)|| in closed form from the Gram matrix."""
+    return np.sqrt(rkhs_sq_dist(K, w))
+
+
+def _row_mean(v: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean of the masked entries of each row (0 for empty rows)."""
+    return np.where(mask, v, 0.0).sum(axis=1) / np.maximum(mask.sum(axis=1), 1)
+
+
+def _kirwls(K: np.ndarray, mask: np.ndarray, phi: Callable[[np.ndarray, np.ndarray], np.ndarray],
+            rho: Callable[[np.ndarray, np.ndarray], np.ndarray], max_iter: int, tol: float
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Kernelized IRWLS (Kim & Scott 2012) for every object: weights (B, n) and residual norms at them.
+
+    Start at the unweighted KDE; each round w_s = phi(r_s) / sum_t phi(r_t) with r_s = ||Phi(x_s) - sum_t w_t Phi(x_t)||
+    in closed form from K; an object stops when the mean loss rho changes by at most tol (relative), or after
+    max_iter rounds, independently of the other objects of its batch. phi(r, rows) and rho(r, rows) take the
+    residuals of the given batch rows. A round that would give an object no weight at all keeps its weights.
+    """
+    B = mask.shape[0]
+    w = _normalize(np.ones(mask.shape), mask)
+    r = _residuals(K, w)
+    everything = np.arange(B)
+    J = _row_mean(rho(r, everything), mask)
+    live = np.ones(B, dtype=bool)
+    rows, Ks, Ms = everything, K, mask
+    for _ in range(max_iter):
+        if not live.any():
+            break
+        if live.sum() <= 0.75 * rows.size:  # drop converged objects from the arrays once enough have stopped
+            rows = np.nonzero(live)[0]
+            Ks, Ms = K[rows], mask[rows]
+        v = np.where(Ms, phi(r[rows], rows), 0.0)
+        mass = v.sum(axis=1, keepdims=True) > 0
+        new_w = np.where(mass, _normalize(v, Ms), w[rows])  # w^(k+1)_s = phi(r_s) / sum_s' phi(r_s')
+        new_r = _residuals(Ks, new_w)
+        new_J = _row_mean(rho(new_r, rows), Ms)
+        upd = rows[live[rows]]
+        sel = live[rows]
+        conv = np.abs(new_J - J[rows]) <= tol * np.maximum(J[rows], 1e-300)
+        w[upd], r[upd], J[upd] = new_w[sel], new_r[sel], new_J[sel]
+        live[rows[sel & conv]] = False
+    return w, r
+
+
+def kernel_median_residuals(K: np.ndarray, mask: np.ndarray, max_iter: int = 100, tol: float = 1e-8) -> np.ndarray:
+    """Residual norms at the kernel median, the RKHS M-estimate with rho(r) = r (IRWLS weights 1/r); (B, n).
+
+    Kim & Scott's parameter selection (their robkde.m): KIRWLS with the absolute loss from the unweighted KDE.
+    """
+    _, r = _kirwls(K, mask, lambda r, rows: 1.0 / np.maximum(r, R_MIN), lambda r, rows: r, max_iter, tol)
+    return r
+
+
+def hampel_thresholds(K: np.ndarray, mask: np.ndarray,
+                      quantiles: tuple[float, float, float] = HAMPEL_QUANTILES) -> tuple[np.ndarray, ...]:
+    """Default (q1, q2, q3) per object: percentiles of the residual norms at the kernel median, each (B, 1)."""
+    r = kernel_median_residuals(K, mask)
+    return tuple(row_percentile(r, mask, p)[:, None] for p in quantiles)
 
 
 def hampel_irwls(K: np.ndarray, mask: np.ndarray, q: tuple[float, float, float] | None = None,
                  max_iter: int = 100, tol: float = 1e-8) -> np.ndarray:
-    """Local weights l_i,s per object by IRWLS of Eq. (3): l ∝ psi(r)/r with r the RKHS residual; (B, n)."""
-    l = _normalize(np.ones(mask.shape), mask)
-    r = np.sqrt(rkhs_sq_dist(K, l))
-    if q is None:  # defaults: quantiles of the residuals at the unweighted KDE (Kim & Scott 2012)
-        q1, q2, q3 = (row_percentile(r, mask, p)[:, None] for p in HAMPEL_QUANTILES)
+    """Local weights l_i,s per object by IRWLS of Eq. (3) as robust KDE (Kim & Scott 2012, KIRWLS); (B, n).
+
+    l_s ∝ psi(r_s)/r_s (Hampel psi) from the unweighted KDE until the mean Hampel loss settles (``_kirwls``).
+    q = (q1, q2, q3) for every object, or None for ``hampel_thresholds`` per object. Objects whose thresholds are
+    degenerate (q3 <= q1, e.g. two claims or all claims equal) keep uniform weights. q1 is at least R_MIN: when more
+    than half of the claims are identical q1 = 0 and the weights tend to all mass on those claims.
+    """
+    if q is None:
+        q1, q2, q3 = hampel_thresholds(K, mask)
     else:
         q1, q2, q3 = (np.full((mask.shape[0], 1), float(v)) for v in q)
-    ok = (q3 > q1)  # degenerate residuals (e.g. two claims, or all equal): weights stay uniform
-    for _ in range(max_iter):
-        phi = np.where(mask & ok, hampel_phi(r, q1, q2, q3), 1.0)
-        new = np.where(phi.sum(axis=1, keepdims=True) > 0, _normalize(phi, mask), l)
-        done = np.max(np.abs(new - l)) <= tol
-        l = new
-        if done:
-            break
-        r = np.sqrt(rkhs_sq_dist(K, l))
+    # q1 = 0 (over half of the claims identical: the kernel median sits on them) would make psi = 0 everywhere; take
+    # the limit q1 -> 0+ instead (weights ∝ 1/r below q2, Hampel's descent above), regularized at R_MIN
+    q1 = np.maximum(q1, R_MIN)
+    q2 = np.maximum(q2, q1)
+    ok = q3 > q1
+
+    def phi(r: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Hampel psi(r)/r, or 1 (uniform weights) for degenerate thresholds."""
+        return np.where(ok[rows], hampel_phi(r, q1[rows], q2[rows], q3[rows]), 1.0)
+
+    def rho(r: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Hampel loss of Eq. (3) at the rows' thresholds."""
+        return hampel_rho(r, q1[rows], q2[rows], q3[rows])
+
+    l, _ = _kirwls(K, mask, phi, rho, max_iter, tol)
     return l
 
 
