@@ -184,3 +184,51 @@ def test_python_anonymize_accepts_relations_and_arrow(db):
         assert release.table.groupby(["age", "sex", "zip"]).size().min() >= 5
     with pytest.raises(ArgumentError, match="DataFrame"):
         anonymize([1, 2, 3], ["age"], 5)
+
+
+def test_truth_discover_passes_method_options(answers_db):
+    frame = answers_db.sql("SELECT * FROM answers").df()
+    absolute = discover(frame, object="task", source="worker", value="reading", method="crh", loss="absolute").objects
+    squared = discover(frame, object="task", source="worker", value="reading", method="crh").objects
+    got = answers_db.sql("SELECT object, truth FROM TRUTH_DISCOVER(answers, object := 'task', source := 'worker', "
+                         "value := 'reading', method := 'crh', loss := 'absolute') ORDER BY object").df()
+    expected = absolute.sort_values("object")[["object", "truth"]].reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+    assert not np.allclose(expected["truth"], squared.sort_values("object")["truth"])  # the option took effect
+
+
+def test_truth_discover_passes_perturbation_options_and_reports_theorem(answers_db):
+    from crowddb.truth.ldp import theorem_4_8_noise_level
+
+    answers_db.sql("SELECT * FROM TRUTH_DISCOVER(answers, object := 'task', source := 'worker', value := 'reading', "
+                   "method := 'crh', perturb := 'gaussian', epsilon := 1.5, delta := 0.01, lambda1 := 2.0, "
+                   "b := 1.0, eta := 0.5, seed := 4)").df()
+    rep = answers_db.last_report[0]
+    assert (rep["lambda1"], rep["b"], rep["eta"]) == (2.0, 1.0, 0.5)
+    assert rep["c"] == pytest.approx(theorem_4_8_noise_level(1.5, 0.01, 2.0, 1.0, 0.5))  # Theorem 4.8
+    assert rep["lambda2"] == pytest.approx(2.0 / rep["c"])
+    logged = answers_db.sql("SELECT params FROM crowddb_releases").fetchall()[0][0]
+    assert '"lambda1": 2.0' in logged
+    answers_db.sql("SELECT * FROM TRUTH_DISCOVER(answers, object := 'task', source := 'worker', value := 'reading', "
+                   "method := 'ti', perturb := 'mf', epsilon := 1.0, d := 3, seed := 4)").df()
+    assert answers_db.last_report[0]["d"] == 3
+
+
+@pytest.mark.parametrize("args, words", [
+    ("value := 'label', method := 'ds', loss := 'absolute'", r"'loss' for method 'ds'.*smoothing"),
+    ("value := 'reading', method := 'crh', perturb := 'laplace', epsilon := 1, d := 3",
+     r"'d' for method 'crh' and perturb 'laplace'.*loss.*null_fill"),
+    ("value := 'reading', method := 'crh', loss := 'cubic'", "loss must be 'squared' or 'absolute'"),
+])
+def test_truth_discover_option_errors_name_what_is_taken(answers_db, args, words):
+    with pytest.raises(ArgumentError, match=words):
+        answers_db.sql(f"SELECT * FROM TRUTH_DISCOVER(answers, object := 'task', source := 'worker', {args})")
+
+
+def test_discover_rejects_unknown_python_options(answers_db):
+    frame = answers_db.sql("SELECT * FROM answers").df()
+    with pytest.raises(ArgumentError, match="perturb_options.*bogus"):
+        discover(frame, "task", "worker", "reading", method="crh", perturb="laplace", epsilon=1.0, seed=1,
+                 perturb_options={"bogus": 1})
+    with pytest.raises(ArgumentError, match="'smoothing' for method 'crh'"):
+        discover(frame, "task", "worker", "reading", method="crh", smoothing=1.0)

@@ -93,7 +93,8 @@ def test_given_bandwidth_mapping_and_resolution():
 
 
 @pytest.mark.parametrize("kw", [{"weights": "global"}, {"weights": "uniform"}, {"small_objects": "release", "k": 13},
-                                {"privacy_test": False}])
+                                {"privacy_test": False}, {"hampel_quantiles": (50, 75, 95)}, {"hampel_center": "kde"},
+                                {"global_loss": "mean"}])
 def test_seeded_runs_identical_for_every_mode(kw):
     obj, src, x = claims(n_obj=8)
     a = synthesize(obj, src, x, m=12, seed=5, **kw)

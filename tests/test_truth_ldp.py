@@ -241,3 +241,16 @@ def test_mf_guarantee_does_not_cover_answered_or_not() -> None:
     assert presence_ratio > 5 * eps  # answering task 3 or not: the bound fails
     _, rep = mf_perturbation(*sparse_answers()[:1], eps, ExperimentSampler(0), d=d, domain=range(10))
     assert "not protected" in rep["guarantee"]
+
+
+@pytest.mark.skipif(not opendp_available(), reason="the dp extra (OpenDP) is not installed")
+def test_release_without_seed_draws_from_opendp() -> None:
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"o": np.repeat(np.arange(20), 10), "s": np.tile(np.arange(10), 20),
+                       "v": rng.normal(5, 1, 200)})
+    res = discover(df, "o", "s", "v", method="crh", perturb="laplace", epsilon=1.0,
+                   perturb_options={"bounds": (0.0, 10.0)})
+    assert res.privacy["production_safe"] is True and "OpenDP" in res.privacy["sampler"]
+    again = discover(df, "o", "s", "v", method="crh", perturb="laplace", epsilon=1.0,
+                     perturb_options={"bounds": (0.0, 10.0)})
+    assert not np.allclose(res.objects.truth, again.objects.truth)  # fresh noise, no seed reuse

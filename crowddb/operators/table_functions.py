@@ -84,19 +84,22 @@ def _seed(ctx: OperatorContext, seed: int | None) -> int | None:
 # ------------------------------------------------------------------------------------------ TRUTH_DISCOVER
 def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], table: str | None) -> pd.DataFrame:
     """TRUTH_DISCOVER(input, object :=, source :=, value :=, method := 'auto', output := 'objects'|'sources',
-    perturb :=, epsilon :=, delta :=, seed :=, tol :=, max_iter :=)."""
+    perturb :=, epsilon :=, delta :=, seed :=, tol :=, max_iter :=, <option> := ...): any other named argument is
+    an option of the method (e.g. CRH's ``loss := 'absolute'``) or of the perturbation (e.g. MF's ``d := 5``)."""
     from ..truth import discover
 
-    args = _bind("TRUTH_DISCOVER", named, {
+    spec = {
         "object": (str, REQUIRED), "source": (str, REQUIRED), "value": (str, REQUIRED), "method": (str, "auto"),
         "output": (str, "objects"), "perturb": (str, None), "epsilon": (NUMBER, None), "delta": (NUMBER, None),
-        "seed": (int, None), "tol": (NUMBER, 1e-6), "max_iter": (int, 100)})
+        "seed": (int, None), "tol": (NUMBER, 1e-6), "max_iter": (int, 100)}
+    options = {k: v for k, v in named.items() if k not in spec}  # checked by discover() against the method
+    args = _bind("TRUTH_DISCOVER", {k: v for k, v in named.items() if k in spec}, spec)
     if args["output"] not in ("objects", "sources"):
         raise ArgumentError(f"TRUTH_DISCOVER: output must be 'objects' or 'sources', got {args['output']!r}")
     _require_columns("TRUTH_DISCOVER", frame, {r: args[r] for r in ("object", "source", "value")})
     result = discover(frame, object=args["object"], source=args["source"], value=args["value"],
                       method=args["method"], perturb=args["perturb"], epsilon=args["epsilon"], delta=args["delta"],
-                      seed=_seed(ctx, args["seed"]), tol=args["tol"], max_iter=args["max_iter"])
+                      seed=_seed(ctx, args["seed"]), tol=args["tol"], max_iter=args["max_iter"], options=options)
     report = {"operator": "TRUTH_DISCOVER", "method": result.method, "iterations": result.n_iter,
               "objects": len(result.objects), "sources": len(result.sources)}
     if result.privacy:
@@ -104,7 +107,7 @@ def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, A
     ctx.reports.append(report)
     if result.privacy:
         _log_release(ctx, "perturbation", str(result.privacy.get("mechanism")), None, result.privacy.get("epsilon"),
-                     result.privacy.get("delta"), {k: v for k, v in args.items() if k != "seed"}, report)
+                     result.privacy.get("delta"), {**{k: v for k, v in args.items() if k != "seed"}, **options}, report)
     out = result.objects if args["output"] == "objects" else result.sources
     if result.privacy:  # the privacy parameters travel next to the result
         out = out.assign(epsilon=result.privacy.get("epsilon"), delta=result.privacy.get("delta"))
@@ -115,6 +118,7 @@ def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, A
 def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], table: str | None) -> pd.DataFrame:
     """PRIVATE_SYNTH(input, object :=, source :=, value :=, m := 30, k := 5, gamma := 4.0, epsilon0 := 1.0, ...)."""
     from ..synth import synthesize
+    from ..synth.weights import HAMPEL_QUANTILES
 
     args = _bind("PRIVATE_SYNTH", named, {
         "object": (str, REQUIRED), "source": (str, REQUIRED), "value": (str, REQUIRED), "m": (int, 30),
@@ -122,7 +126,9 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
         "weights": (str, "combined"), "bandwidth": (NUMBER, None), "t": (int, None),
         "small_objects": (str, "withhold"), "epsilon": (NUMBER, None), "max_attempts": (int, None),
         "seed": (int, None), "resolution": (NUMBER, None), "weight_floor": (NUMBER, 0.1),
-        "sensitivity": (NUMBER, None), "privacy_test": (bool, True)})
+        "sensitivity": (NUMBER, None), "privacy_test": (bool, True),
+        "hampel_quantiles": (list, list(HAMPEL_QUANTILES)), "hampel_center": (str, "median"),
+        "global_loss": (str, "sum")})
     _require_columns("PRIVATE_SYNTH", frame, {r: args[r] for r in ("object", "source", "value")})
     values = frame[args["value"]]
     if not pd.api.types.is_numeric_dtype(values):

@@ -11,6 +11,9 @@ Documented behaviour for edge cases:
 - ``weight_floor``: sampling weights are clipped at weight_floor * max c per object, bounding max c / min c (and so
   Theorem 2's epsilon); Hampel weights can be 0 (a claim beyond q3) or nearly so (claims off a majority of identical
   claims), see ``weights``; epsilon would be infinite or huge. 0 disables the clip. Not in the paper.
+- ``hampel_quantiles`` (default (50, 95, 100)), ``hampel_center`` ('median' | 'kde') and ``global_loss`` ('sum' |
+  'mean'): how local and global weights are computed; the defaults follow robust KDE's code and Eq. (2) as printed,
+  the others are documented with measured effects in ``weights``. Bad values raise ArgumentError.
 - ``epsilon``: for 'basic' the Laplace epsilon (default 1.0); for 'priscrowd' an optional target that picks t
   (see ``accounting``); objects that cannot meet it are withheld (or released without guarantee).
 """
@@ -32,7 +35,7 @@ from crowddb.synth.accounting import choose_t, theorem2
 from crowddb.synth.basic import laplace_release
 from crowddb.synth.kde import Batch, decimal_resolution, gram, make_batches, silverman_bandwidth
 from crowddb.synth.sampler import _decimals, release_batch
-from crowddb.synth.weights import object_weights
+from crowddb.synth.weights import GLOBAL_LOSSES, HAMPEL_CENTERS, HAMPEL_QUANTILES, object_weights
 
 METHODS = ("priscrowd", "basic")
 WEIGHTS = ("combined", "global", "uniform")
@@ -89,6 +92,18 @@ def _check(m: int, k: int, gamma: float, epsilon0: float, method: str, weights: 
         raise ArgumentError(f"PRIVATE_SYNTH: weight_floor must be in [0, 1), got {weight_floor!r}")
 
 
+def _quantiles(hampel_quantiles: Any) -> tuple[float, float, float]:
+    """Validated Hampel threshold percentiles (p1, p2, p3), 0 <= p1 < p2 < p3 <= 100, as floats."""
+    try:
+        q = tuple(float(v) for v in hampel_quantiles)
+    except (TypeError, ValueError):
+        q = ()
+    if len(q) != 3 or not all(math.isfinite(v) for v in q) or not 0 <= q[0] < q[1] < q[2] <= 100:
+        raise ArgumentError("PRIVATE_SYNTH: hampel_quantiles must be three percentiles p1 < p2 < p3 in [0, 100], "
+                            f"got {hampel_quantiles!r}")
+    return q  # type: ignore[return-value]
+
+
 def _arrays(objects: Any, sources: Any, values: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Codes for objects and sources, float values; errors for empty, misaligned or non-finite input."""
     o, s = np.asarray(objects, dtype=object).ravel(), np.asarray(sources, dtype=object).ravel()
@@ -133,10 +148,17 @@ def synthesize(objects: Any, sources: Any, values: Any, m: int = 30, k: int = 5,
                small_objects: str = "withhold", epsilon: float | None = None, max_attempts: int | None = None,
                seed: int | np.random.Generator | None = None, resolution: float | None = None,
                weight_floor: float = 0.1, privacy_test: bool = True,
-               sensitivity: float | Mapping[Any, float] | None = None) -> SynthResult:
+               sensitivity: float | Mapping[Any, float] | None = None,
+               hampel_quantiles: tuple[float, float, float] = HAMPEL_QUANTILES,
+               global_loss: str = "sum", hampel_center: str = "median") -> SynthResult:
     """Release m synthetic claims per object by PrisCrowd (or Laplace-noised claims for method='basic')."""
     t0 = time.perf_counter()
     _check(m, k, gamma, epsilon0, method, weights, small_objects, epsilon, max_attempts, t, weight_floor)
+    hq = _quantiles(hampel_quantiles)
+    if global_loss not in GLOBAL_LOSSES:
+        raise ArgumentError(f"PRIVATE_SYNTH: global_loss must be one of {GLOBAL_LOSSES}, got {global_loss!r}")
+    if hampel_center not in HAMPEL_CENTERS:
+        raise ArgumentError(f"PRIVATE_SYNTH: hampel_center must be one of {HAMPEL_CENTERS}, got {hampel_center!r}")
     obj, src, x, labels, n_src = _arrays(objects, sources, values)
     if resolution is not None and not (math.isfinite(resolution) and resolution > 0):
         raise ArgumentError(f"PRIVATE_SYNTH: resolution must be > 0, got {resolution!r}")
@@ -146,7 +168,8 @@ def synthesize(objects: Any, sources: Any, values: Any, m: int = 30, k: int = 5,
     counts = np.bincount(obj, minlength=n_obj)
     params = {"m": m, "k": k, "gamma": float(gamma), "epsilon0": float(epsilon0), "weights": weights, "t": t,
               "epsilon": epsilon, "small_objects": small_objects, "cell": cell, "weight_floor": weight_floor,
-              "privacy_test": privacy_test}
+              "privacy_test": privacy_test, "hampel_quantiles": hq,
+              "global_loss": global_loss, "hampel_center": hampel_center}
     if method == "basic":
         return _basic(obj, x, labels, counts, cell, epsilon, sensitivity, rng, params)
     attempts = int(max_attempts) if max_attempts is not None else 200 * m
@@ -154,7 +177,7 @@ def synthesize(objects: Any, sources: Any, values: Any, m: int = 30, k: int = 5,
     batches = make_batches(obj, src, x)
     hs = [_bandwidths(b, bandwidth, labels, cell) for b in batches]
     grams = [gram(b.X, b.mask, h) for b, h in zip(batches, hs)]
-    cs, _ = object_weights(batches, grams, n_src, weights, weight_floor)
+    cs, _ = object_weights(batches, grams, n_src, weights, weight_floor, hq, global_loss, hampel_center)
     t1 = time.perf_counter()
 
     # per-object accounting (Theorem 2) and eligibility

@@ -10,6 +10,18 @@ RKHS M-estimate with rho(r) = r, by KIRWLS from the unweighted KDE); then KIRWLS
 unweighted KDE, l ∝ psi(r)/r. psi is 0 beyond q3, so a local weight, and then c, can be exactly 0; Theorem 2's
 epsilon then is infinite, which is what ``floor_weights`` is for. When over half of an object's claims are identical,
 the kernel median sits on them and q1 = 0; the limit q1 -> 0+ is taken, which gives those claims nearly all the weight.
+
+Options (not the paper's defaults; ``synthesize`` passes them through):
+- ``hampel_quantiles`` (p1, p2, p3), default (50, 95, 100) as robkde.m. Saturated RKHS residuals put most claims at
+  nearly the same norm, so with q2 = 95th pct and q3 = max only about 5% of an object's claims are discounted more
+  than q1/r (on the Stock-like bench, claims > 100 h away keep 0.82 of a uniform weight). (50, 75, 95) discounts the
+  top quarter and zeroes the top 5% (which can include near claims when an object has few claims).
+- ``hampel_center``: 'median' (default, robkde.m) or 'kde', residuals at the unweighted KDE (this module's earlier
+  rule). On the bench, (50, 75, 95) at 'kde' is best on the outlier-heavy sets (Stock-like Uniform/PrisCrowd ISE
+  1.24 vs 1.03; the ceiling with the true good sources is 1.31) but worse in SISE on Population (0.79 vs 0.69).
+- ``global_loss``: 'sum' (default, Eq. 2 as printed) or 'mean', each source's loss divided by its number of claims.
+  With 'sum' a source's weight falls with its claim count regardless of accuracy (Population: sources with one claim
+  g = 8.7, 48% of their claims within 1% of the truth; the two with > 100 claims g = 2.7, 84%).
 """
 
 from __future__ import annotations
@@ -18,11 +30,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from crowddb.errors import ArgumentError
 from crowddb.synth.kde import Batch, rkhs_sq_dist, row_percentile
 
 # Hampel a < b < c: median, 95th percentile and max of the residual norms at the kernel median (Kim & Scott 2012,
 # robust KDE; their code robkde.m/parameter_select), as percentiles of the masked residuals
 HAMPEL_QUANTILES = (50.0, 95.0, 100.0)
+GLOBAL_LOSSES = ("sum", "mean")  # Eq. (2) as printed | each source's loss per claim (not in the paper)
+HAMPEL_CENTERS = ("median", "kde")  # where the residuals that set (q1, q2, q3) are taken: kernel median | plain KDE
 R_MIN = 1e-9  # residual norms are <= sqrt(2): the kernel median uses 1/max(r, R_MIN), Hampel q1 >= R_MIN
 
 
@@ -35,24 +50,34 @@ def _normalize(w: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def global_weights(batches: list[Batch], grams: list[np.ndarray], n_sources: int,
-                   max_iter: int = 50, tol: float = 1e-6) -> np.ndarray:
+                   max_iter: int = 50, tol: float = 1e-6, loss: str = "sum") -> np.ndarray:
     """Global source weights g_s by iterating Eq. (2) with closed-form RKHS distances to f^g_i; returns (n_sources,).
 
     Distances are taken in the RKHS of the normalized kernel kappa(x, x) = 1 (the "normalized squared loss" of Eq. 1),
     so objects of any scale or bandwidth weigh alike; start g = 1, stop when max |dg| <= tol * max |g| or max_iter.
+    loss='sum' is Eq. (2) as printed: a source's loss sums over its claims, so with equal accuracy a source with more
+    claims gets a lower weight. loss='mean' (not in the paper) divides each source's loss by its number of claims.
     """
+    if loss not in GLOBAL_LOSSES:
+        raise ArgumentError(f"PRIVATE_SYNTH: global_loss must be one of {GLOBAL_LOSSES}, got {loss!r}")
+    n_claims = np.zeros(n_sources)
+    for b in batches:
+        n_claims += np.bincount(b.src[b.mask], minlength=n_sources)
     g = np.ones(n_sources)
+    # 'mean' (not Eq. 2): each source's summed loss divided by its number of claims
+    per_claim = 1.0 / np.maximum(n_claims, 1) if loss == "mean" else np.ones(n_sources)
     for _ in range(max_iter):
-        loss = np.zeros(n_sources)
+        src_loss = np.zeros(n_sources)
         for b, K in zip(batches, grams):
             w = _normalize(g[b.src], b.mask)  # f^g_i = sum_t g_t Phi(x_t) / sum_t g_t
             d = rkhs_sq_dist(K, w)
-            loss += np.bincount(b.src[b.mask], weights=d[b.mask], minlength=n_sources)
-        total = loss.sum()
+            src_loss += np.bincount(b.src[b.mask], weights=d[b.mask], minlength=n_sources)
+        src_loss *= per_claim
+        total = src_loss.sum()
         if total <= 0:
             return np.ones(n_sources)  # every claim equals its object's consensus: no source is worse
         # Eq. (2): g_s = -log(sum_i d_is / sum_s' sum_i d_is'); a zero loss is floored to keep g finite
-        new = -np.log(np.maximum(loss, 1e-12 * total) / total)
+        new = -np.log(np.maximum(src_loss, 1e-12 * total) / total)
         done = np.max(np.abs(new - g)) <= tol * max(np.max(np.abs(new)), 1e-12)
         g = new
         if done:
@@ -131,14 +156,19 @@ def kernel_median_residuals(K: np.ndarray, mask: np.ndarray, max_iter: int = 100
 
 
 def hampel_thresholds(K: np.ndarray, mask: np.ndarray,
-                      quantiles: tuple[float, float, float] = HAMPEL_QUANTILES) -> tuple[np.ndarray, ...]:
-    """Default (q1, q2, q3) per object: percentiles of the residual norms at the kernel median, each (B, 1)."""
-    r = kernel_median_residuals(K, mask)
+                      quantiles: tuple[float, float, float] = HAMPEL_QUANTILES,
+                      center: str = "median") -> tuple[np.ndarray, ...]:
+    """(q1, q2, q3) per object: percentiles of the residual norms at the kernel median (or, center='kde', at the
+    unweighted KDE), each (B, 1)."""
+    if center not in HAMPEL_CENTERS:
+        raise ArgumentError(f"PRIVATE_SYNTH: hampel_center must be one of {HAMPEL_CENTERS}, got {center!r}")
+    r = kernel_median_residuals(K, mask) if center == "median" else _residuals(K, _normalize(np.ones(mask.shape), mask))
     return tuple(row_percentile(r, mask, p)[:, None] for p in quantiles)
 
 
 def hampel_irwls(K: np.ndarray, mask: np.ndarray, q: tuple[float, float, float] | None = None,
-                 max_iter: int = 100, tol: float = 1e-8) -> np.ndarray:
+                 max_iter: int = 100, tol: float = 1e-8,
+                 quantiles: tuple[float, float, float] = HAMPEL_QUANTILES, center: str = "median") -> np.ndarray:
     """Local weights l_i,s per object by IRWLS of Eq. (3) as robust KDE (Kim & Scott 2012, KIRWLS); (B, n).
 
     l_s ∝ psi(r_s)/r_s (Hampel psi) from the unweighted KDE until the mean Hampel loss settles (``_kirwls``).
@@ -147,7 +177,7 @@ def hampel_irwls(K: np.ndarray, mask: np.ndarray, q: tuple[float, float, float] 
     than half of the claims are identical q1 = 0 and the weights tend to all mass on those claims.
     """
     if q is None:
-        q1, q2, q3 = hampel_thresholds(K, mask)
+        q1, q2, q3 = hampel_thresholds(K, mask, quantiles, center)
     else:
         q1, q2, q3 = (np.full((mask.shape[0], 1), float(v)) for v in q)
     # q1 = 0 (over half of the claims identical: the kernel median sits on them) would make psi = 0 everywhere; take
@@ -182,9 +212,10 @@ def floor_weights(c: np.ndarray, mask: np.ndarray, floor: float) -> np.ndarray:
 
 
 def object_weights(batches: list[Batch], grams: list[np.ndarray], n_sources: int, kind: str,
-                   floor: float) -> tuple[list[np.ndarray], np.ndarray]:
+                   floor: float, hampel_quantiles: tuple[float, float, float] = HAMPEL_QUANTILES,
+                   global_loss: str = "sum", hampel_center: str = "median") -> tuple[list[np.ndarray], np.ndarray]:
     """Sampling weights c per batch for kind 'combined' | 'global' | 'uniform', and the global weights g."""
-    g = global_weights(batches, grams, n_sources) if kind != "uniform" else np.ones(n_sources)
+    g = global_weights(batches, grams, n_sources, loss=global_loss) if kind != "uniform" else np.ones(n_sources)
     out = []
     for b, K in zip(batches, grams):
         if kind == "uniform":
@@ -192,6 +223,7 @@ def object_weights(batches: list[Batch], grams: list[np.ndarray], n_sources: int
         elif kind == "global":
             c = _normalize(g[b.src], b.mask)
         else:
-            c = combined_weights(hampel_irwls(K, b.mask), g[b.src], b.mask)
+            l = hampel_irwls(K, b.mask, quantiles=hampel_quantiles, center=hampel_center)
+            c = combined_weights(l, g[b.src], b.mask)  # Eq. (4)/(5): c ∝ sqrt(l g)
         out.append(floor_weights(c, b.mask, floor))
     return out, g

@@ -148,9 +148,12 @@ def encode_answers(
                     "('mean', 'median', 'crh', 'catd', 'gtm') or cast the labels to text"
                 )
             v = pd.Series(fv.astype(np.int64))
-        codes, classes = pd.factorize(v, sort=True)
-        val = codes.astype(np.int64)
-        classes = pd.Index(classes)
+        codes, uniq = pd.factorize(v)  # then sort the few distinct labels: cheaper than sort=True over every answer
+        order = np.argsort(np.asarray(uniq), kind="stable")
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        val = rank[codes]
+        classes = pd.Index(uniq.take(order))
     # duplicates (same object, same source): keep the last answer, as a worker's later answer overrides
     oc, objects_idx = pd.factorize(o)
     sc, sources_idx = pd.factorize(s)

@@ -31,12 +31,11 @@ class DawidSkene(CategoricalMethod):
 
     @staticmethod
     def _incidence(ans: Answers) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-        """Sparse 0/1 matrices (source-label pairs × objects) and (objects × answers): EM steps become two products."""
-        k, n_ans = ans.n_classes, len(ans.val)
-        ones = np.ones(n_ans)
-        by_pair = sp.csr_matrix((ones, (ans.src * k + ans.val, ans.obj)), shape=(ans.n_sources * k, ans.n_objects))
-        by_obj = sp.csr_matrix((ones, (ans.obj, np.arange(n_ans))), shape=(ans.n_objects, n_ans))
-        return by_pair, by_obj
+        """Sparse 0/1 incidence of (source, label) pairs and objects, both ways: each EM step is one product."""
+        k = ans.n_classes
+        by_pair = sp.csr_matrix((np.ones(len(ans.val)), (ans.src * k + ans.val, ans.obj)),
+                                shape=(ans.n_sources * k, ans.n_objects))
+        return by_pair, by_pair.T.tocsr()
 
     def _m_step(self, ans: Answers, post: np.ndarray, by_pair: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         k, w = ans.n_classes, ans.n_sources
@@ -50,9 +49,10 @@ class DawidSkene(CategoricalMethod):
 
     def _e_step(self, ans: Answers, priors: np.ndarray, cm: np.ndarray, by_obj: sp.csr_matrix
                 ) -> tuple[np.ndarray, float]:
-        k, n = ans.n_classes, ans.n_objects
-        # DS Eq. (2.5): log T[i, k] = log p_k + sum over answers (i, w, l) of log pi[w, k, l]
-        logp = np.asarray(by_obj @ np.log(cm)[ans.src, :, ans.val]).reshape(n, k)
+        w, k = cm.shape[0], ans.n_classes
+        # DS Eq. (2.5): log T[i, k] = log p_k + sum over answers (i, w, l) of log pi[w, k, l]; rows of the
+        # (source, label) x true-class table are summed per object through the incidence (no per-answer gather)
+        logp = np.asarray(by_obj @ np.log(cm).transpose(0, 2, 1).reshape(w * k, k))
         logp += np.log(priors)
         post, lognorm = _log_softmax_rows(logp)
         return post, float(lognorm.sum())

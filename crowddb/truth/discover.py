@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,11 +12,11 @@ import pandas as pd
 
 from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
 from crowddb.truth.base import TruthMethod, encode_answers, get_method, value_kind
-from crowddb.truth.ldp import PERTURBATIONS, check_epsilon
+from crowddb.truth.ldp import PERTURBATIONS, check_epsilon, perturbation_options
 from crowddb.truth.ldp import perturb as _perturb
 from crowddb.truth.noise import make_sampler
 
-__all__ = ["AUTO_METHODS", "TruthResult", "discover", "resolve_method"]
+__all__ = ["AUTO_METHODS", "TruthResult", "discover", "method_options", "resolve_method"]
 
 #: what ``method='auto'`` picks for each value kind
 AUTO_METHODS = {"categorical": "ds", "numeric": "crh"}
@@ -43,6 +45,38 @@ def resolve_method(method: str, kind: str) -> type[TruthMethod]:
     return cls
 
 
+def method_options(cls: type[TruthMethod]) -> tuple[str, ...]:
+    """The options a method's constructor takes beyond the common ones (tol, max_iter, seed, dropna)."""
+    common = set(inspect.signature(TruthMethod.__init__).parameters)
+    names: dict[str, None] = {}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is TruthMethod:
+            continue
+        for p in inspect.signature(init).parameters.values():
+            if p.name not in common and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                names[p.name] = None
+    return tuple(names)
+
+
+def _route_options(cls: type[TruthMethod], perturb: str | None, options: Mapping[str, Any],
+                   method_kw: dict[str, Any], perturb_kw: dict[str, Any]) -> None:
+    """Send each option by name to the method's constructor or to the perturbation; unknown names are errors."""
+    m_names = method_options(cls)
+    p_names = perturbation_options(perturb) if perturb is not None else ()
+    for name, value in options.items():
+        if name in p_names:
+            perturb_kw[name] = tuple(value) if name == "bounds" and isinstance(value, list) else value
+        elif name in m_names:
+            method_kw[name] = value
+        else:
+            where = f"method {cls.name!r}" + (f" and perturb {perturb!r}" if perturb is not None else "")
+            raise ArgumentError(
+                f"TRUTH_DISCOVER: unknown option {name!r} for {where}; options of the method: {list(m_names)}"
+                + (f", of the perturbation: {list(p_names)}" if perturb is not None else "")
+            )
+
+
 def _columns(data: Any, object: str, source: str, value: str) -> tuple[Any, Any, Any]:
     if isinstance(data, (tuple, list)) and len(data) == 3:
         return data[0], data[1], data[2]
@@ -64,8 +98,8 @@ def _columns(data: Any, object: str, source: str, value: str) -> tuple[Any, Any,
 def discover(data: Any, object: str = "object", source: str = "source", value: str = "value", method: str = "auto",
              perturb: str | None = None, epsilon: float | None = None, delta: float | None = None,
              seed: int | np.random.Generator | None = None, tol: float = 1e-6, max_iter: int = 100,
-             dropna: bool = False, perturb_options: dict[str, Any] | None = None, **method_options: Any
-             ) -> TruthResult:
+             dropna: bool = False, perturb_options: dict[str, Any] | None = None,
+             options: Mapping[str, Any] | None = None, **method_kw: Any) -> TruthResult:
     """Infer each object's truth and each source's weight, optionally on answers perturbed under local DP.
 
     ``data`` is a DataFrame (or Arrow table / DuckDB relation) with the named columns, or a tuple of three arrays.
@@ -73,7 +107,9 @@ def discover(data: Any, object: str = "object", source: str = "source", value: s
     0-1 loss. With ``perturb`` in {'laplace', 'rr', 'mf', 'gaussian'} each worker's answers are perturbed first,
     with noise from OpenDP/os.urandom when ``seed`` is None and from a seeded numpy Generator otherwise (reproducible,
     for experiments only — not for production releases). Objects left without answers by the perturbation get a
-    NULL truth and confidence 0.
+    NULL truth and confidence 0. ``options`` (what SQL's extra named arguments become) are routed by name: to the
+    perturbation (e.g. ``d``, ``domain``, ``lambda1``) or to the method (e.g. CRH's ``loss``); keyword arguments
+    go to the method. A name neither takes is an error that lists what they take.
     """
     objs, srcs, vals = _columns(data, object, source, value)
     name = str(method).strip().lower()
@@ -90,6 +126,13 @@ def discover(data: Any, object: str = "object", source: str = "source", value: s
     cls = resolve_method(name, kind)
     if perturb is None and (epsilon is not None or delta is not None):
         raise PrivacyError("epsilon/delta were given but no perturb mechanism; pass perturb='laplace'|'rr'|'mf'|'gaussian'")
+    perturb_kw = dict(perturb_options or {})
+    unknown = set(perturb_kw) - set(perturbation_options(perturb)) if perturb is not None else set(perturb_kw)
+    if unknown:
+        raise ArgumentError(f"unknown perturb_options {sorted(unknown)} for perturb {perturb!r}"
+                            + (f"; it takes {list(perturbation_options(perturb))}" if perturb is not None else ""))
+    method_kw = dict(method_kw)
+    _route_options(cls, perturb, {**method_kw, **dict(options or {})}, method_kw, perturb_kw)
     ans = encode_answers(objs, srcs, vals, "numeric" if perturb is not None and kind == "numeric" else cls.kind,
                          dropna=dropna, method=cls.name)
     privacy = None
@@ -98,10 +141,10 @@ def discover(data: Any, object: str = "object", source: str = "source", value: s
             raise PrivacyError(f"perturb={perturb!r} needs epsilon")
         check_epsilon(epsilon)
         sampler = make_sampler(seed)
-        ans, privacy = _perturb(ans, perturb, epsilon, delta, sampler, **(perturb_options or {}))
+        ans, privacy = _perturb(ans, perturb, epsilon, delta, sampler, **perturb_kw)
         if ans.kind != cls.kind:
             raise ArgumentError(f"method {cls.name!r} is {cls.kind} but perturb={perturb!r} produces {ans.kind} answers")
-    model = cls(tol=tol, max_iter=max_iter, seed=seed, **method_options)
+    model = cls(tol=tol, max_iter=max_iter, seed=seed, **method_kw)
     fitted_objects = ans.objects
     if perturb is not None:  # objects / sources that lost every answer are re-added with NULL results below
         used = np.unique(ans.obj)

@@ -14,6 +14,7 @@ The task universe of a worker's vector is the set of objects in the input. Every
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -371,6 +372,16 @@ PERTURBATIONS = {
     "laplace": "laplace", "lp": "laplace", "rr": "rr", "randomized_response": "rr", "mf": "mf",
     "matrix_factorization": "mf", "gaussian": "gaussian",
 }
+
+
+def perturbation_options(mechanism: str) -> tuple[str, ...]:
+    """The options a perturbation takes (its keyword-only parameters), e.g. MF's ``d`` or the Gaussian's ``lambda1``."""
+    key = PERTURBATIONS.get(str(mechanism).lower())
+    if key is None:
+        raise ArgumentError(f"unknown perturb {mechanism!r}; valid: 'laplace', 'rr', 'mf', 'gaussian'")
+    fn = {"laplace": laplace_perturbation, "rr": randomized_response, "mf": mf_perturbation,
+          "gaussian": gaussian_perturbation}[key]
+    return tuple(p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY)
 
 
 def perturb(ans: Answers, mechanism: str, epsilon: Any, delta: Any, sampler: Sampler,
