@@ -179,7 +179,8 @@ def test_python_anonymize_accepts_relations_and_arrow(db):
     from crowddb.anonymize import anonymize
 
     relation = db.sql("SELECT age, sex, zip, edu FROM people")
-    for data in (relation, relation.df(), relation.fetch_arrow_table()):
+    to_arrow = getattr(relation, "to_arrow_table", None) or relation.fetch_arrow_table  # DuckDB 2 | 1.x
+    for data in (relation, relation.df(), to_arrow()):
         release = anonymize(data, ["age", "sex", "zip"], 5, seed=0)
         assert release.table.groupby(["age", "sex", "zip"]).size().min() >= 5
     with pytest.raises(ArgumentError, match="DataFrame"):
