@@ -20,12 +20,14 @@ from .errors import (
     BudgetExceededError,
     CrowdDBError,
     QueryError,
+    SQLParseError,
     UnknownColumnError,
     UnknownOperatorError,
 )
 from .operators.context import OperatorContext
 from .operators.human import OperatorPlan
 from .operators.table_functions import TABLE_FUNCTIONS
+from .lineage import LINEAGE_PATTERN, carry_roles, filled_table
 from .planner import DIALECT, Planner, parse
 from .udf import HumanOperator, Registry
 
@@ -155,17 +157,39 @@ class CrowdDB:
         """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``."""
         statements = self._crowd_statements(query)
         if statements is None:
+            filling = self._filling_statements(query, params)
             with self._unknown_functions():
-                return self.con.sql(query, params=params)
+                result = self.con.sql(query, params=params)
+            self._carry_roles(filling)
+            return result
         return self._run(query, statements, params, final="sql")
 
     def execute(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
         """Run SQL like ``DuckDBPyConnection.execute``: returns the connection, ready to fetch."""
         statements = self._crowd_statements(query)
         if statements is None:
+            filling = self._filling_statements(query, params)
             with self._unknown_functions():
-                return self.con.execute(query, params) if params is not None else self.con.execute(query)
+                result = self.con.execute(query, params) if params is not None else self.con.execute(query)
+            self._carry_roles(filling)
+            return result
         return self._run(query, statements, params, final="execute")
+
+    def _filling_statements(self, query: str, params: Any) -> list[exp.Expression]:
+        """The CREATE TABLE ... AS / INSERT ... SELECT statements of plain SQL (parsed only when the text may hold
+        one), with their parameters bound: after they run, their target tables get the roles of what they read."""
+        if not LINEAGE_PATTERN.search(_LITERALS.sub(" ", query)):
+            return []
+        try:
+            statements = parse(query)
+        except SQLParseError:
+            return []  # sqlglot cannot read it; DuckDB judges the SQL itself
+        return [self._bind(s, params) for s in statements if filled_table(s) is not None]
+
+    def _carry_roles(self, statements: Iterable[exp.Expression]) -> None:
+        """Roles follow data into tables made or filled by ``statements`` (which have run)."""
+        for statement in statements:
+            carry_roles(self.con, statement)
 
     @contextlib.contextmanager
     def _unknown_functions(self):
@@ -188,7 +212,9 @@ class CrowdDB:
         ctx = self._context(query, dry_run=True)
         planner = Planner(ctx, TABLE_FUNCTIONS)
         for statement in statements:
-            self._rewrite(planner, self._bind(statement, params))
+            bound = self._bind(statement, params)
+            self._check_binds(planner, bound)
+            self._rewrite(planner, bound)
         plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
         self.last_plan = plan
         return plan
@@ -221,7 +247,9 @@ class CrowdDB:
         planner = Planner(ctx, TABLE_FUNCTIONS)
         result = None
         for i, statement in enumerate(statements):
-            rewritten = self._rewrite(planner, self._bind(statement, params)).sql(DIALECT)
+            bound = self._bind(statement, params)
+            self._check_binds(planner, bound)  # a typo fails here, before its operators publish or pay anything
+            rewritten = self._rewrite(planner, bound).sql(DIALECT)
             last = i == len(statements) - 1
             try:
                 if last and final == "sql":
@@ -230,8 +258,30 @@ class CrowdDB:
                     result = self.con.execute(rewritten)
             except duckdb.Error as err:
                 raise _query_error(err) from None
+            self._carry_roles([bound] if filled_table(bound) is not None else [])
         self.last_plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
         return result
+
+    def _check_binds(self, planner: Planner, statement: exp.Expression) -> None:
+        """Bind ``statement`` in DuckDB (EXPLAIN: planned, not run) with every human operator call replaced by NULL,
+        so an unknown column, table or function elsewhere in it is reported before any HIT is published or paid.
+
+        The placeholder is untyped, so it never rejects a valid query; a type error involving an operator's answer
+        still surfaces only in the real run (its purchases are cached, so the corrected query pays nothing again).
+        A statement with a table function is left to the real run (their output columns depend on their arguments).
+        """
+        if any(planner.is_table_function(n) for n in statement.walk()):
+            return
+        probe = statement.copy()
+        for call in [n for n in probe.walk() if planner.is_human(n)]:
+            call.replace(exp.Null())
+        try:
+            self.con.execute("EXPLAIN " + probe.sql(DIALECT))
+        except (duckdb.BinderException, duckdb.CatalogException) as err:
+            # DuckDB's "LINE 1: ..." context would quote the probe (EXPLAIN, NULL placeholders), not the user's SQL
+            raise _query_error(type(err)(str(err).split("\n\nLINE ")[0])) from None
+        except duckdb.Error:
+            return  # anything else (a statement EXPLAIN does not take, ...) is left to the real run
 
     def _rewrite(self, planner: Planner, statement: exp.Expression) -> exp.Expression:
         try:

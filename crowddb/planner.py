@@ -18,12 +18,12 @@ from sqlglot import exp
 
 from .catalog import TableRoles, roles_of
 from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
+from .lineage import DIALECT, derived_roles, relation_kind
 from .operators.context import OperatorContext
 from .operators.human import GROUP_ID, KEY, ROW_ID, TRUTH, HumanInput, HumanOperatorRun
 from .operators.table_functions import TableFunction
 from .udf import OVERRIDES
 
-DIALECT = "duckdb"
 _ID = "__crowd_id"
 _GROUP = "__crowd_g"
 _ANSWER = "answer"
@@ -213,7 +213,7 @@ class Planner:
             query = self._with_context(source.this, node)
         elif isinstance(source, (exp.Column, exp.Table, exp.Identifier)):
             table = exp.to_table(source.name, quoted=True)
-            if source.name.lower() not in self._visible_ctes(node) and _relation_kind(self.ctx.con, source.name):
+            if source.name.lower() not in self._visible_ctes(node) and relation_kind(self.ctx.con, source.name):
                 table_name = source.name
             query = self._with_context(exp.select("*").from_(table), node)
         else:
@@ -258,7 +258,7 @@ class Planner:
             name = item.name
             visible = self._visible_ctes(scope)
             if name.lower() not in visible:
-                kind = _relation_kind(con, name)
+                kind = relation_kind(con, name)
                 if kind == "table":
                     return _Source(alias, name, _columns(con, name), roles_of(con, name))
                 if kind == "view":
@@ -285,44 +285,8 @@ class Planner:
         return temp
 
     def _derived_roles(self, query: exp.Select, columns: list[str], view_sql: str | None = None) -> TableRoles:
-        """Roles of a derived relation, conservatively by name: a column inherits every role its name has in any
-        table the query reads, and an alias inherits the roles of every column its expression mentions."""
-        tree = query
-        if view_sql:
-            try:
-                tree = sqlglot.parse_one(view_sql, read=DIALECT)
-            except sqlglot.errors.ParseError:
-                tree = query
-        con = self.ctx.con
-        base = {t.name for t in tree.find_all(exp.Table) if _relation_kind(con, t.name) in ("table", "view")}
-        qi: dict[str, str | None] = {}
-        protected: set[str] = set()
-        truths: list[str] = []
-        keys: list[str] = []
-        for r in (roles_of(con, t) for t in sorted(base)):
-            for c in r.quasi_identifiers:
-                qi.setdefault(c.lower(), r.kinds.get(c))
-            protected |= {c.lower() for c in r.protected}
-            truths += [r.ground_truth.lower()] if r.ground_truth else []
-            keys += [r.key.lower()] if r.key else []
-        # aliases: `expr AS name` takes the roles of the columns expr mentions
-        for select in tree.find_all(exp.Select):
-            for projection in select.expressions:
-                if isinstance(projection, exp.Alias):
-                    mentioned = {c.name.lower() for c in projection.this.find_all(exp.Column)}
-                    name = projection.alias.lower()
-                    if mentioned & protected:
-                        protected.add(name)
-                    if mentioned & set(truths):
-                        truths.append(name)
-                    if mentioned & set(qi) and name not in qi:
-                        qi[name] = None
-        present = {c.lower(): c for c in columns}
-        truth = next((present[t] for t in truths if t in present), None)
-        key = next((present[k] for k in keys if k in present), None)
-        sensitive = tuple(present[p] for p in sorted(protected) if p in present and present[p] not in (truth, key))
-        return TableRoles("<derived>", tuple(present[q] for q in qi if q in present),
-                          {present[q]: v for q, v in qi.items() if q in present}, sensitive, (), truth, key)
+        """Roles of a derived relation (``lineage.derived_roles``: by name, conservatively)."""
+        return derived_roles(self.ctx.con, query, columns, view_sql)
 
     def _run_call(self, scope: exp.Select, call: exp.Anonymous, sources: list[_Source]) -> None:
         registry = self.ctx.registry
@@ -556,14 +520,6 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
     if isinstance(node, exp.Paren) and isinstance(node.this, exp.And):
         return _conjuncts(node.this)
     return [node]
-
-
-def _relation_kind(con, name: str) -> str | None:
-    row = con.execute(
-        "SELECT 'table' FROM duckdb_tables() WHERE lower(table_name) = lower(?) "
-        "UNION ALL SELECT 'view' FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal LIMIT 1",
-        [name, name]).fetchall()
-    return row[0][0] if row else None
 
 
 def _view_sql(con, name: str) -> str | None:

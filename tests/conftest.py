@@ -22,6 +22,18 @@ def people_frame(n: int = 60, seed: int = 0) -> pd.DataFrame:
         "job": job, "salary": rng.integers(20_000, 90_000, n)})
 
 
+class RecordingCrowd(SimulatedCrowd):
+    """Keeps every batch of HIT items exactly as published."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.published: list[pd.DataFrame] = []
+
+    def publish(self, batch, *, knowledge=None):
+        self.published.append(batch.items.copy())
+        super().publish(batch, knowledge=knowledge)
+
+
 @pytest.fixture
 def perfect_crowd() -> SimulatedCrowd:
     return SimulatedCrowd(qualities=np.ones(10), seed=1)

@@ -35,6 +35,14 @@ from crowddb.errors import (
     ("SELECT getposition(1 + 1) FROM people", ArgumentError, "by name"),
     ("SELECT getposition(*)", ArgumentError, "FROM"),
     ("SELECT getpositoin(*) FROM people", UnknownOperatorError, "getpositoin"),
+    # errors outside the operator's input: found before any HIT is published or paid
+    ("SELECT nope, getposition(*) FROM people", UnknownColumnError, "nope"),
+    ("SELECT id, getposition(*) AS j FROM people GROUP BY nope", UnknownColumnError, "nope"),
+    ("SELECT p.id, getposition(p.*) FROM people p JOIN ghosts g ON p.id = g.id", CrowdDBError, "ghosts"),
+    ("SELECT id, getposition(*) AS j FROM people ORDER BY nosuchfn(j)", CrowdDBError, "nosuchfn"),
+    ("WITH t AS (SELECT id, getposition(*) AS j FROM people) SELECT nope FROM t", UnknownColumnError, "nope"),
+    ("SELECT sex, getcandidate(*, 'teacher') FROM people GROUP BY sex HAVING count(nope) > 1", UnknownColumnError,
+     "nope"),
 ])
 def test_bad_queries(db, query, error, words):
     with pytest.raises(error, match=words):
@@ -64,3 +72,24 @@ def test_bad_operator_definitions(tmp_path):
     (tmp_path / "bad.toml").write_text('name = "x"\nkind = "tuple"\nquestion = \n')
     with pytest.raises(ArgumentError, match="cannot read"):
         crowddb.connect(udfs=[tmp_path])
+
+
+def test_explain_refuses_a_query_that_would_fail(db):
+    with pytest.raises(UnknownColumnError, match="nope"):
+        db.explain("SELECT nope, getposition(*) FROM people")
+    with pytest.raises(CrowdDBError, match="ghosts") as err:
+        db.explain("SELECT p.id, getposition(p.*) FROM people p JOIN ghosts g ON p.id = g.id")
+    assert "EXPLAIN" not in str(err.value) and "NULL" not in str(err.value)  # the probe's text is not shown
+
+
+def test_answers_used_in_expressions_are_not_refused_before_the_run(db):
+    got = db.sql("SELECT id, upper(getposition(*)) AS j FROM people WHERE getposition(*) IN ('teacher', 'clerk') "
+                 "ORDER BY length(getposition(*)), id").df()
+    assert len(got) and set(got.j) <= {"TEACHER", "CLERK"}
+
+
+def test_a_statement_may_use_a_table_made_by_an_earlier_one(db):
+    db.sql("CREATE TABLE young AS SELECT * FROM people WHERE age < 40; "
+           "CREATE TABLE young_jobs AS SELECT id, getposition(*) AS job FROM young")
+    assert db.sql("SELECT count(*) FROM young_jobs WHERE job IS NOT NULL").fetchall()[0][0] == \
+        db.sql("SELECT count(*) FROM people WHERE age < 40").fetchall()[0][0]

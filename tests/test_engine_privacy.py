@@ -5,27 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import people_frame
+from conftest import RecordingCrowd, people_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import crowddb
-from crowddb.crowd import SimulatedCrowd
 from crowddb.operators import human
 
 QIS = ["age", "sex", "zip"]
-
-
-class RecordingCrowd(SimulatedCrowd):
-    """Keeps every batch of HITs exactly as published."""
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.published: list[pd.DataFrame] = []
-
-    def publish(self, batch, *, knowledge=None):
-        self.published.append(batch.items.copy())
-        super().publish(batch, knowledge=knowledge)
 
 
 def run_and_capture(monkeypatch, frame: pd.DataFrame, k: int, anonymizer: str = "mondrian", seed: int = 0):
