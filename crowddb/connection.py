@@ -27,7 +27,7 @@ from .errors import (
 from .operators.context import OperatorContext
 from .operators.human import OperatorPlan
 from .operators.table_functions import TABLE_FUNCTIONS
-from .lineage import LINEAGE_PATTERN, carry_roles, filled_table
+from .lineage import LINEAGE_PATTERN, follow, is_tracked
 from .planner import DIALECT, Planner, parse
 from .udf import HumanOperator, Registry
 
@@ -176,20 +176,20 @@ class CrowdDB:
         return self._run(query, statements, params, final="execute")
 
     def _filling_statements(self, query: str, params: Any) -> list[exp.Expression]:
-        """The CREATE TABLE ... AS / INSERT ... SELECT statements of plain SQL (parsed only when the text may hold
-        one), with their parameters bound: after they run, their target tables get the roles of what they read."""
+        """The statements of plain SQL whose data or names roles must follow (CREATE TABLE ... AS, INSERT ... SELECT,
+        ALTER TABLE ... RENAME; parsed only when the text may hold one), with their parameters bound."""
         if not LINEAGE_PATTERN.search(_LITERALS.sub(" ", query)):
             return []
         try:
             statements = parse(query)
         except SQLParseError:
             return []  # sqlglot cannot read it; DuckDB judges the SQL itself
-        return [self._bind(s, params) for s in statements if filled_table(s) is not None]
+        return [self._bind(s, params) for s in statements if is_tracked(s)]
 
     def _carry_roles(self, statements: Iterable[exp.Expression]) -> None:
-        """Roles follow data into tables made or filled by ``statements`` (which have run)."""
+        """Roles follow data and names of ``statements`` (which have run)."""
         for statement in statements:
-            carry_roles(self.con, statement)
+            follow(self.con, statement)
 
     @contextlib.contextmanager
     def _unknown_functions(self):
@@ -258,7 +258,7 @@ class CrowdDB:
                     result = self.con.execute(rewritten)
             except duckdb.Error as err:
                 raise _query_error(err) from None
-            self._carry_roles([bound] if filled_table(bound) is not None else [])
+            self._carry_roles([bound] if is_tracked(bound) else [])
         self.last_plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
         return result
 

@@ -1,5 +1,6 @@
-"""Roles follow data: the roles of a derived relation (view, CTE, subquery) and of a table filled by a query
-(CREATE TABLE ... AS, INSERT ... SELECT), so a copy of a protected table is protected too.
+"""Roles follow data: the roles of a derived relation (view, CTE, subquery), of a table filled by a query
+(CREATE TABLE ... AS, INSERT ... SELECT) and of a renamed table or column, so a copy of a protected table is protected
+too. (A dropped table's roles stay: a table re-created under its name is protected until declared otherwise.)
 
 The rule is conservative and by name: a column inherits every role its name has in any table the query reads, and
 an alias inherits the roles of every column its expression mentions (an alias of a key identifies rows: protected).
@@ -17,8 +18,9 @@ from .catalog import TableRoles, declare_roles, roles_of, table_columns
 
 DIALECT = "duckdb"
 
-#: cheap test on literal-free SQL text: could it fill a table from a query? (then it is parsed for lineage)
-LINEAGE_PATTERN = re.compile(r"\bcreate\b[\s\S]*?\btable\b[\s\S]*?\bas\b|\binsert\b[\s\S]*?\bselect\b", re.I)
+#: cheap test on literal-free SQL text: could it fill a table from a query or rename one? (then it is parsed)
+LINEAGE_PATTERN = re.compile(r"\bcreate\b[\s\S]*?\btable\b[\s\S]*?\bas\b|\binsert\b[\s\S]*?\bselect\b|"
+                             r"\balter\b[\s\S]*?\brename\b", re.I)
 
 
 def relation_kind(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
@@ -86,6 +88,34 @@ def filled_table(statement: exp.Expression) -> tuple[exp.Table, exp.Expression, 
     if not isinstance(target, exp.Table) or not isinstance(query, exp.Query):
         return None
     return target, query, names or None
+
+
+def is_tracked(statement: exp.Expression) -> bool:
+    """Does ``statement`` move data or names whose roles must follow (see ``follow``)?"""
+    return filled_table(statement) is not None or bool(_renames(statement))
+
+
+def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> None:
+    """After ``statement`` ran: carry roles into the table it filled, or along the names it renamed."""
+    renames = _renames(statement)
+    if renames:
+        table = statement.this.name
+        for action in renames:
+            if isinstance(action, exp.AlterRename):
+                con.execute("UPDATE crowddb_columns SET table_name = ? WHERE lower(table_name) = lower(?)",
+                            [action.this.name, table])
+            else:
+                con.execute("UPDATE crowddb_columns SET column_name = ? WHERE lower(table_name) = lower(?) AND "
+                            "lower(column_name) = lower(?)", [action.args["to"].name, table, action.this.name])
+        return
+    carry_roles(con, statement)
+
+
+def _renames(statement: exp.Expression) -> list[exp.Expression]:
+    """The RENAME TO / RENAME COLUMN actions of an ALTER TABLE."""
+    if not isinstance(statement, exp.Alter) or not isinstance(statement.this, exp.Table):
+        return []
+    return [a for a in statement.args.get("actions") or [] if isinstance(a, (exp.AlterRename, exp.RenameColumn))]
 
 
 def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> TableRoles | None:

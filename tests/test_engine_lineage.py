@@ -106,3 +106,15 @@ def test_plain_sql_is_not_parsed_unless_it_may_fill_a_table(db, monkeypatch):
     db.sql("SELECT count(*) FROM people WHERE hobby = 'create table x as select'").fetchall()
     db.sql("INSERT INTO crowddb_columns SELECT * FROM crowddb_columns WHERE false")
     assert calls == ["INSERT INTO crowddb_columns SELECT * FROM crowddb_columns WHERE false"]
+
+
+def test_renaming_a_table_or_column_keeps_its_roles(db, crowd):
+    db.sql("ALTER TABLE people RENAME TO persons")
+    db.sql("ALTER TABLE persons RENAME COLUMN salary TO pay")
+    db.sql("ALTER TABLE persons RENAME COLUMN age TO years")
+    roles = roles_of(db.con, "persons")
+    assert set(roles.quasi_identifiers) == {"years", "sex", "zip"} and roles.sensitive == ("pay",)
+    db.sql("SELECT id, getposition(*) FROM persons").fetchall()
+    items = published(crowd)
+    assert not {"pay", "job", "id"} & set(items.columns)
+    assert items.groupby(["years", "sex", "zip"]).size().min() >= 10
