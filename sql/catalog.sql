@@ -25,6 +25,8 @@ CREATE TABLE IF NOT EXISTS crowddb_runs (
     delta         DOUBLE,
     created_at    TIMESTAMP DEFAULT current_timestamp
 );
+-- 'completed', or 'failed': the run stopped after buying some answers, which are kept (a rerun reuses them)
+ALTER TABLE crowddb_runs ADD COLUMN IF NOT EXISTS status VARCHAR DEFAULT 'completed';
 
 CREATE TABLE IF NOT EXISTS crowddb_workers (
     worker_id   VARCHAR PRIMARY KEY,

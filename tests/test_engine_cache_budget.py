@@ -128,3 +128,36 @@ def test_fka_parameters_from_the_query(db):
     with pytest.raises(ArgumentError, match="sample_ratio"):
         db.sql("SELECT id, getposition(*, anonymizer := 'fka', sample_ratio := 2) FROM people").fetchall()
     assert counts(db)[0] == published  # a refused query publishes nothing
+
+
+class FailsOnPublish(SimulatedCrowd):
+    """A crowd whose ``fail_at``-th publish fails (a marketplace outage in the middle of a run)."""
+
+    def __init__(self, fail_at: int, **kw):
+        super().__init__(**kw)
+        self.fail_at, self.calls = fail_at, 0
+
+    def publish(self, batch, *, knowledge=None):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise crowddb.errors.PlatformError("marketplace down")
+        super().publish(batch, knowledge=knowledge)
+
+
+def test_answers_bought_before_a_failure_are_kept_and_not_bought_again(tmp_path):
+    path = tmp_path / "fail.duckdb"
+    query = "SELECT id, getposition(*, anonymizer := 'fka', k := 5, seed := 4) AS p FROM people"
+    flaky = FailsOnPublish(fail_at=3, qualities=[1.0] * 10, seed=1)  # FKA's two sample rounds, then the main one
+    with crowddb.connect(path, platform=flaky, seed=2, progress=False) as db:
+        load(db)
+        with pytest.raises(crowddb.errors.PlatformError, match="marketplace down"):
+            db.sql(query)
+        (status, hits, cost), = db.sql("SELECT status, hits, cost FROM crowddb_runs").fetchall()
+        assert status == "failed" and hits > 0 and cost > 0  # FKA's samples were paid for: they are on record
+        kept = counts(db)
+        assert kept[0] == hits and kept[2] > 0
+    with crowddb.connect(path, platform=SimulatedCrowd(qualities=[1.0] * 10, seed=1), seed=2, progress=False) as db:
+        db.sql(query).fetchall()
+        (new_hits,), = db.sql("SELECT hits FROM crowddb_runs WHERE status = 'completed'").fetchall()
+        main_hits = -(-len(people_frame()) // 100)
+        assert new_hits == main_hits  # only the main round: the samples' answers came from the cache

@@ -320,7 +320,19 @@ class HumanOperatorRun:
     def run(self) -> tuple[pd.DataFrame | None, OperatorPlan]:
         """Plan, and unless dry-run, buy and aggregate the answers.
 
-        Returns (answers, plan): answers has ROW_ID + answer (tuple operators) or GROUP_ID + answer (group)."""
+        Returns (answers, plan): answers has ROW_ID + answer (tuple operators) or GROUP_ID + answer (group). If the
+        run fails after buying answers (FKA's samples, a knock-out round, a platform error on a later batch), what
+        was bought is still written, with the run marked 'failed', so it is not paid for twice; then it re-raises.
+        """
+        try:
+            return self._run()
+        except BaseException:
+            if self._bought and not self.ctx.dry_run:
+                self._persist(status="failed")
+                self.ctx.spent += self.spent
+            raise
+
+    def _run(self) -> tuple[pd.DataFrame | None, OperatorPlan]:
         call, op = self.call, self.op
         shown, metrics = self._publishable()
         self.shown = shown
@@ -467,19 +479,20 @@ class HumanOperatorRun:
             cached, _, hits, layout = self._prepare(items, round_no)
 
     # ---------------------------------------------------------------------------------------------- persist
-    def _persist(self) -> None:
+    def _persist(self, status: str = "completed") -> None:
         """Write the run, its release, HITs, items, assignments, answers and payments in one transaction."""
         con, op = self.ctx.con, self.op
-        plan = self.plan
+        plan = getattr(self, "plan", None)  # a run that failed while FKA bought its samples has no plan yet
         hits = [b.hits for b, _, _ in self._bought]
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute("INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, "
-                        "cached_items, cost, k, anonymizer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [self.run_id, op.name, self.ctx.query, plan.input_rows, int(sum(len(h) for h in hits)),
-                         int(sum(h["assignments"].sum() for h in hits)), plan.cached_items, round(self.spent, 4),
-                         plan.k, plan.anonymizer])
-            if self.metrics is not None:
+                        "cached_items, cost, k, anonymizer, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [self.run_id, op.name, self.ctx.query, len(self.call.frame), int(sum(len(h) for h in hits)),
+                         int(sum(h["assignments"].sum() for h in hits)), plan.cached_items if plan else 0,
+                         round(self.spent, 4), plan.k if plan else int(op.k),
+                         plan.anonymizer if plan else op.anonymizer, status])
+            if getattr(self, "metrics", None) is not None:
                 release_id = self.ctx.next_id("crowddb_releases", "release_id")
                 con.execute("INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, params, metrics) "
                             "VALUES (?, ?, 'anonymization', ?, ?, ?, ?)",
