@@ -161,3 +161,16 @@ def test_answers_bought_before_a_failure_are_kept_and_not_bought_again(tmp_path)
         (new_hits,), = db.sql("SELECT hits FROM crowddb_runs WHERE status = 'completed'").fetchall()
         main_hits = -(-len(people_frame()) // 100)
         assert new_hits == main_hits  # only the main round: the samples' answers came from the cache
+
+
+def test_a_platforms_own_error_is_named_at_the_boundary(tmp_path):
+    class Broken(SimulatedCrowd):
+        name = "acme"
+
+        def collect(self, hit_ids, *, progress=None):
+            raise ConnectionError("connection reset")
+
+    with crowddb.connect(platform=Broken(seed=1), progress=False) as db:
+        load(db)
+        with pytest.raises(crowddb.errors.PlatformError, match=r"'acme' failed while collecting .*connection reset"):
+            db.sql(QUERY)

@@ -17,7 +17,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..crowd import HitBatch, KnowledgeBase
-from ..errors import ArgumentError, BudgetExceededError, EmptyInputError, PrivacyError
+from ..errors import ArgumentError, BudgetExceededError, CrowdDBError, EmptyInputError, PlatformError, PrivacyError
 from ..udf import HumanOperator
 from .context import OperatorContext
 
@@ -429,8 +429,17 @@ class HumanOperatorRun:
         answers = [cached.merge(ident, on=["item_key", "occurrence"])[["item_id", "worker_id", "answer"]]]
         if len(hits):
             batch = self._batch(items, hits, layout)
-            self.ctx.platform.publish(batch, knowledge=knowledge)
-            got = self.ctx.platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update)
+            platform = self.ctx.platform
+            step = "publishing"
+            try:
+                platform.publish(batch, knowledge=knowledge)
+                step = "collecting"
+                got = platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update)
+            except CrowdDBError:
+                raise
+            except Exception as err:  # a real marketplace's own errors, named at our boundary
+                raise PlatformError(f"{op.name}: platform {platform.name!r} failed while {step} {len(hits)} HITs "
+                                    f"(round {round_no}): {type(err).__name__}: {err}") from err
             got.answers = got.answers.merge(layout, on=["hit_id", "item_no"]).merge(ident, on="item_id")
             self._bought.append((batch, got, layout.merge(ident, on="item_id")))
             self.spent += spend
