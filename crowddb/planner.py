@@ -153,11 +153,11 @@ class Planner:
                     out[cte.alias_or_name.lower()] = cte
         return out
 
-    def _referenced_ctes(self, node: exp.Expression) -> list[exp.CTE]:
-        """CTEs ``node`` reads, transitively."""
+    def _referenced_ctes(self, node: exp.Expression, also: exp.Expression | None = None) -> list[exp.CTE]:
+        """CTEs visible from ``node`` that it (or the detached query ``also``) reads, transitively."""
         visible = self._visible_ctes(node)
         seen: dict[str, exp.CTE] = {}
-        todo = [node]
+        todo = [node] if also is None else [node, also]
         while todo:
             current = todo.pop()
             for table in current.find_all(exp.Table):
@@ -173,7 +173,8 @@ class Planner:
 
     def _with_context(self, query: exp.Select, origin: exp.Expression) -> exp.Select:
         """``query`` with the CTEs it needs from around ``origin`` attached."""
-        ctes = [c for c in self._referenced_ctes(origin) if not _contains(c, origin)]
+        # the query is scanned too: a table function's input names a CTE as an argument, not as a table
+        ctes = [c for c in self._referenced_ctes(origin, also=query) if not _contains(c, origin)]
         query = query.copy()
         for cte in ctes:
             query = query.with_(cte.alias_or_name, as_=cte.this.copy(), copy=False)
@@ -220,13 +221,26 @@ class Planner:
             raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
                                 f"got {source.sql(DIALECT)!r}")
         frame = self._execute_df(query)
-        result = self.table_functions[name](self.ctx, frame, named, table_name)
+        roles = self._input_roles(table_name, query, list(frame.columns))
+        result = self.table_functions[name](self.ctx, frame, named, roles)
         temp = self._temp_table("tf", frame=result)
         alias = node.args.get("alias")
         replacement = exp.Table(this=exp.to_identifier(temp, quoted=True),
                                 alias=alias.copy() if alias else exp.TableAlias(
                                     this=exp.to_identifier(name, quoted=True)))
         node.replace(replacement)
+
+    def _input_roles(self, table_name: str | None, query: exp.Select, columns: list[str]) -> TableRoles:
+        """Roles of a table function's input: a table's declared roles; a view's, or derived from its definition;
+        a subquery's or CTE's derived from what it reads (as for human operators)."""
+        con = self.ctx.con
+        if table_name and relation_kind(con, table_name) == "table":
+            return roles_of(con, table_name)
+        if table_name:
+            roles = roles_of(con, table_name)
+            if roles.quasi_identifiers or roles.protected or roles.core:
+                return roles
+        return self._derived_roles(query, columns, view_sql=_view_sql(con, table_name) if table_name else None)
 
     # ----------------------------------------------------------------------------------- human operators
     def _run_scope(self, scope: exp.Select) -> None:

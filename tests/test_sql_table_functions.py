@@ -146,11 +146,25 @@ def test_anonymize_table_function_is_k_anonymous(db):
     assert db.last_report[0]["k"] == 10
 
 
+@pytest.mark.parametrize("source", [
+    "(SELECT * FROM people WHERE edu > 3)",
+    "adults",  # a CTE
+    "people_view",
+    "(SELECT id, age AS years, sex, zip FROM people WHERE edu > 3)",
+])
+def test_anonymize_takes_the_roles_of_a_derived_input(db, source):
+    db.sql("CREATE VIEW people_view AS SELECT * FROM people WHERE edu > 3")
+    got = db.sql(f"WITH adults AS (SELECT * FROM people WHERE edu > 3) SELECT * FROM ANONYMIZE({source}, k := 5)").df()
+    qis = [c for c in ("age", "years", "sex", "zip") if c in got.columns]
+    assert len(qis) == 3 and len(got) == (people_frame()["edu"] > 3).sum()
+    assert got.groupby(qis).size().min() >= 5
+
+
 def test_anonymize_errors(db):
     with pytest.raises(CrowdDBError, match="k"):
         db.sql("SELECT * FROM ANONYMIZE(people, k := 100)")
     with pytest.raises(ArgumentError, match="quasi_identifiers"):
-        db.sql("SELECT * FROM ANONYMIZE((SELECT age FROM people), k := 5)")
+        db.sql("SELECT * FROM ANONYMIZE((SELECT edu, hobby FROM people), k := 5)")  # no quasi-identifier
 
 
 def test_anonymize_with_hierarchies_from_sql(db, tmp_path):

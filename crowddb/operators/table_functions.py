@@ -10,10 +10,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..catalog import TableRoles
 from ..errors import ArgumentError, EmptyInputError, UnknownColumnError
 from .context import OperatorContext
 
-TableFunction = Callable[[OperatorContext, pd.DataFrame, dict[str, Any], "str | None"], pd.DataFrame]
+#: (context, input rows, named arguments, the input's column roles) -> result rows
+TableFunction = Callable[[OperatorContext, pd.DataFrame, dict[str, Any], TableRoles], pd.DataFrame]
 
 
 def _bind(name: str, named: dict[str, Any], spec: dict[str, tuple[type | tuple[type, ...], Any]]) -> dict[str, Any]:
@@ -82,7 +84,8 @@ def _seed(ctx: OperatorContext, seed: int | None) -> int | None:
 
 
 # ------------------------------------------------------------------------------------------ TRUTH_DISCOVER
-def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], table: str | None) -> pd.DataFrame:
+def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], roles: TableRoles
+                   ) -> pd.DataFrame:
     """TRUTH_DISCOVER(input, object :=, source :=, value :=, method := 'auto', output := 'objects'|'sources',
     perturb :=, epsilon :=, delta :=, seed :=, tol :=, max_iter :=, <option> := ...): any other named argument is
     an option of the method (e.g. CRH's ``loss := 'absolute'``) or of the perturbation (e.g. MF's ``d := 5``)."""
@@ -115,7 +118,8 @@ def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, A
 
 
 # ------------------------------------------------------------------------------------------- PRIVATE_SYNTH
-def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], table: str | None) -> pd.DataFrame:
+def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], roles: TableRoles
+                  ) -> pd.DataFrame:
     """PRIVATE_SYNTH(input, object :=, source :=, value :=, m := 30, k := 5, gamma := 4.0, epsilon0 := 1.0, ...)."""
     from ..synth import synthesize
     from ..synth.weights import HAMPEL_QUANTILES
@@ -156,13 +160,12 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
 
 
 # ----------------------------------------------------------------------------------------------- ANONYMIZE
-def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], table: str | None
+def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], roles: TableRoles
                     ) -> pd.DataFrame:
     """ANONYMIZE(input, k := 10, method := 'mondrian', quasi_identifiers := [...], strict, sensitive, l, seed,
     hierarchies := {'column': 'path/to/arx.csv', ...}): the k-anonymous release itself, rows shuffled (order reveals
     nothing)."""
     from ..anonymize import anonymize
-    from ..catalog import roles_of
 
     args = _bind("ANONYMIZE", named, {
         "k": (int, 10), "method": (str, "mondrian"), "quasi_identifiers": (list, None), "strict": (bool, True),
@@ -170,13 +173,12 @@ def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, 
     hierarchies = args["hierarchies"]
     if hierarchies is not None and not all(isinstance(v, str) for v in hierarchies.values()):
         raise ArgumentError("ANONYMIZE: hierarchies := {'column': 'path/to/hierarchy.csv', ...} takes ARX CSV paths")
-    roles = roles_of(ctx.con, table) if table else None
     qi = args["quasi_identifiers"]
     if qi is None:
-        if roles is None or not roles.quasi_identifiers:
+        if not roles.quasi_identifiers:
             raise ArgumentError("ANONYMIZE: pass quasi_identifiers := ['col', ...] (the input declares none)")
         qi = list(roles.quasi_identifiers)
-    kinds = {c: v for c, v in roles.kinds.items() if v} if roles else None
+    kinds = {c: v for c, v in roles.kinds.items() if v}
     if args["method"] == "fka":
         raise ArgumentError("ANONYMIZE: method 'fka' needs the crowd; use it through a human operator "
                             "(anonymizer := 'fka')")
