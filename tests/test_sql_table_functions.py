@@ -54,6 +54,12 @@ def test_truth_discover_composes_with_ctes_and_subqueries(answers_db):
         ORDER BY object""").df()
     expected = direct.sort_values("object")[["object", "truth"]].reset_index(drop=True)
     pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+    by_name = answers_db.sql("""
+        WITH honest AS (SELECT * FROM answers WHERE worker <> 'w5')
+        SELECT object, truth FROM TRUTH_DISCOVER(honest, object := 'task', source := 'worker', value := 'reading',
+                                                 method := 'crh', seed := 3)
+        ORDER BY object""").df()  # a CTE named as the input
+    pd.testing.assert_frame_equal(by_name, expected, check_dtype=False)
 
 
 def test_truth_discover_with_local_dp_reports_privacy(answers_db):
