@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 import duckdb
+from sqlglot import exp
 
 from ._resources import catalog_ddl
 from .errors import ArgumentError, PrivacyError, UnknownColumnError
@@ -91,6 +92,9 @@ def declare_roles(con: duckdb.DuckDBPyConnection, table: str, *, quasi_identifie
             raise ArgumentError(f"kind of {col!r} must be 'numeric', 'ordinal' or 'categorical', got {kind!r}")
         if col not in qi:
             raise ArgumentError(f"a kind is given for {col!r}, which is not declared a quasi-identifier")
+    for col, kind in kinds.items():
+        if kind == "numeric":
+            _check_numeric(con, table, col)
     clash = [(a, b, set(x) & set(y)) for a, x, b, y in [
         ("quasi_identifiers", qi, "sensitive", sens), ("core", cor, "sensitive", sens),
         ("core", cor, "ground_truth", gt), ("core", cor, "key", ky), ("quasi_identifiers", qi, "ground_truth", gt),
@@ -115,6 +119,20 @@ def declare_roles(con: duckdb.DuckDBPyConnection, table: str, *, quasi_identifie
             con.execute("ROLLBACK")
         raise
     return roles_of(con, table)
+
+
+def _check_numeric(con: duckdb.DuckDBPyConnection, table: str, column: str) -> None:
+    """A column declared a numeric quasi-identifier must hold numbers (NULLs aside): name the first that is not."""
+    ident = exp.column(column, quoted=True)
+    as_number = exp.TryCast(this=ident.copy(), to=exp.DataType.build("DOUBLE"))
+    not_number = exp.and_(exp.Not(this=exp.Is(this=ident.copy(), expression=exp.Null())),
+                          exp.Is(this=as_number, expression=exp.Null()))
+    query = (exp.select(exp.Cast(this=ident.copy(), to=exp.DataType.build("VARCHAR")))
+             .from_(exp.to_table(table, quoted=True)).where(not_number).limit(1))
+    bad = con.execute(query.sql("duckdb")).fetchall()
+    if bad:
+        raise ArgumentError(f"quasi-identifier {column!r} of {table!r} is declared numeric but holds non-numeric "
+                            f"value {bad[0][0]!r}")
 
 
 def roles_of(con: duckdb.DuckDBPyConnection, table: str) -> TableRoles:

@@ -9,7 +9,7 @@ import pytest
 from conftest import people_frame
 
 import crowddb
-from crowddb.errors import PrivacyError, UnknownColumnError
+from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
 
 
 def test_roles_from_python_persist_across_reopen(tmp_path, perfect_crowd):
@@ -88,3 +88,15 @@ def test_roles_follow_columns_through_ctes_views_and_aliases(open_db):
     for (content,) in open_db.sql("SELECT content FROM crowddb_hit_items").fetchall():
         keys = set(json.loads(content))
         assert not keys & {"salary", "pay", "s2", "j", "job", "doubled", "id"}, keys
+
+
+def test_a_numeric_quasi_identifier_with_text_is_refused_at_declaration(tmp_path):
+    path = tmp_path / "people.csv"
+    path.write_text("id,age,job\n1,34,clerk\n2,abc,clerk\n3,,teacher\n")
+    with crowddb.connect(progress=False) as db:
+        with pytest.raises(ArgumentError, match="'age' of 'people' is declared numeric but holds non-numeric value "
+                                                "'abc'"):
+            db.load_csv("people", path, quasi_identifiers=["age"], kinds={"age": "numeric"}, ground_truth="job")
+        assert db.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'people'").fetchall() == [(0,)]
+        path.write_text("id,age,job\n1,34,clerk\n2,,clerk\n3,51,teacher\n")  # NULLs are not text
+        db.load_csv("people", path, quasi_identifiers=["age"], kinds={"age": "numeric"}, ground_truth="job")
