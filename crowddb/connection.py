@@ -28,7 +28,7 @@ from .operators.context import OperatorContext
 from .operators.human import OperatorPlan
 from .operators.table_functions import TABLE_FUNCTIONS
 from .lineage import LINEAGE_PATTERN, follow, is_tracked
-from .planner import DIALECT, Planner, parse
+from .planner import DIALECT, Planner, answer_column, parse
 from .udf import HumanOperator, Registry
 
 __all__ = ["CrowdDB", "QueryPlan", "connect"]
@@ -274,7 +274,7 @@ class CrowdDB:
             return
         probe = statement.copy()
         for call in [n for n in probe.walk() if planner.is_human(n)]:
-            call.replace(exp.Null())
+            call.replace(answer_column(call, exp.Null()))  # named as the real run names it
         try:
             self.con.execute("EXPLAIN " + probe.sql(DIALECT))
         except (duckdb.BinderException, duckdb.CatalogException) as err:

@@ -411,7 +411,7 @@ class Planner:
         value: exp.Expression = exp.column(_ANSWER, table=alias, quoted=True)
         if kind == "group":
             value = exp.func("any_value", value)
-        call.replace(value)
+        call.replace(answer_column(call, value))
         hidden = [exp.column(c, table=alias, quoted=True) for c in [*keys, _ANSWER]]
         key = "except_" if "except_" in exp.Star.arg_types else "except"  # sqlglot renamed it
         for star in scope.expressions:
@@ -517,6 +517,15 @@ class Planner:
 
 
 # ------------------------------------------------------------------------------------------------- helpers
+def answer_column(call: exp.Anonymous, value: exp.Expression) -> exp.Expression:
+    """What replaces an operator call: ``value``, named after the operator when the call is itself an unaliased
+    select item (as Postgres names a function's column), so the name never shows the planner's internals."""
+    parent = call.parent
+    if isinstance(parent, exp.Select) and any(e is call for e in parent.expressions):
+        return exp.alias_(value, call.name.lower(), quoted=True)
+    return value
+
+
 def _ancestors(node: exp.Expression):
     current = node
     while current is not None:

@@ -93,3 +93,9 @@ def test_a_statement_may_use_a_table_made_by_an_earlier_one(db):
            "CREATE TABLE young_jobs AS SELECT id, getposition(*) AS job FROM young")
     assert db.sql("SELECT count(*) FROM young_jobs WHERE job IS NOT NULL").fetchall()[0][0] == \
         db.sql("SELECT count(*) FROM people WHERE age < 40").fetchall()[0][0]
+
+
+def test_an_unaliased_operator_column_is_named_after_the_operator(db):
+    assert db.sql("SELECT sex, getcandidate(*, 'teacher') FROM people GROUP BY sex").columns == ["sex", "getcandidate"]
+    got = db.sql("SELECT getposition, count(*) AS n FROM (SELECT id, getposition(*) FROM people) GROUP BY ALL").df()
+    assert got["n"].sum() == 60  # the outer query reads the name, and the bind check before the run accepts it
