@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import duckdb
 from sqlglot import exp
@@ -33,6 +34,31 @@ class TableRoles:
         out = set(self.sensitive)
         out.update(c for c in (self.ground_truth, self.key) if c)
         return out
+
+
+def in_transaction(con: duckdb.DuckDBPyConnection) -> bool:
+    """True inside an explicit transaction (BEGIN ... COMMIT): its statements share one transaction id, while in
+    auto-commit mode every statement gets a new one. (Probing with BEGIN would abort the caller's transaction.)"""
+    first = con.execute("SELECT txid_current()").fetchall()
+    return con.execute("SELECT txid_current()").fetchall() == first
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One transaction around the block; inside the caller's own transaction, that one (DuckDB does not nest)."""
+    if in_transaction(con):
+        yield
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+_transaction = transaction  # declare_roles' parameter ``transaction`` (a flag) shadows the function's name
 
 
 def ensure_catalog(con: duckdb.DuckDBPyConnection) -> None:
@@ -105,19 +131,11 @@ def declare_roles(con: duckdb.DuckDBPyConnection, table: str, *, quasi_identifie
     rows = [(table, c, "quasi_identifier", kinds.get(c)) for c in qi]
     rows += [(table, c, "sensitive", None) for c in sens] + [(table, c, "core", None) for c in cor]
     rows += [(table, c, "ground_truth", None) for c in gt] + [(table, c, "key", None) for c in ky]
-    if transaction:
-        con.execute("BEGIN TRANSACTION")
-    try:
+    with _transaction(con) if transaction else contextlib.nullcontext():
         if replace:
             con.execute("DELETE FROM crowddb_columns WHERE table_name = ?", [table])
         if rows:
             con.executemany("INSERT OR REPLACE INTO crowddb_columns VALUES (?, ?, ?, ?)", rows)
-        if transaction:
-            con.execute("COMMIT")
-    except Exception:
-        if transaction:
-            con.execute("ROLLBACK")
-        raise
     return roles_of(con, table)
 
 

@@ -13,7 +13,15 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
-from .catalog import TableRoles, declare_roles, ensure_catalog, resolve_table, roles_of
+from .catalog import (
+    TableRoles,
+    declare_roles,
+    ensure_catalog,
+    in_transaction,
+    resolve_table,
+    roles_of,
+    transaction,
+)
 from .crowd import Platform, SimulatedCrowd
 from .errors import (
     ArgumentError,
@@ -237,7 +245,16 @@ class CrowdDB:
         return OperatorContext(self.con, self.platform, self.registry, seed=self.seed, query=query,
                                dry_run=dry_run, progress=self.progress, budget=self.budget)
 
+    def _refuse_in_transaction(self, statements: list[exp.Expression]) -> None:
+        """Crowd HITs are paid outside the database: a ROLLBACK could not take them back, only forget that they were
+        bought (and buy them again). So human operators do not run inside an explicit transaction."""
+        planner = Planner(self._context(""), TABLE_FUNCTIONS)
+        if any(planner.is_human(n) for s in statements for n in s.walk()) and in_transaction(self.con):
+            raise QueryError("crowd operators publish paid HITs, which a ROLLBACK cannot take back: run this query "
+                             "outside BEGIN ... COMMIT (nothing was published)")
+
     def _run(self, query: str, statements: list[exp.Expression], params: Any, final: str):
+        self._refuse_in_transaction(statements)
         if self.budget is not None:  # refuse before anything is published when the whole query is over budget
             plan = self.explain(query, params)
             if plan.estimated_cost > self.budget + 1e-9:
@@ -276,7 +293,7 @@ class CrowdDB:
         for call in [n for n in probe.walk() if planner.is_human(n)]:
             call.replace(answer_column(call, exp.Null()))  # named as the real run names it
         try:
-            self.con.execute("EXPLAIN " + probe.sql(DIALECT))
+            self.con.execute("EXPLAIN " + probe.sql(DIALECT)).fetchall()  # fetched: DuckDB 2 blocks on open results
         except (duckdb.BinderException, duckdb.CatalogException) as err:
             # DuckDB's "LINE 1: ..." context would quote the probe (EXPLAIN, NULL placeholders), not the user's SQL
             raise _query_error(type(err)(str(err).split("\n\nLINE ")[0])) from None
@@ -347,22 +364,17 @@ class CrowdDB:
     def _load(self, table: str, select: exp.Select, replace: bool, *roles: Any) -> duckdb.DuckDBPyRelation:
         if not isinstance(table, str) or not table:
             raise ArgumentError("table name must be a non-empty string")
-        target = exp.to_table(table, quoted=True).sql(DIALECT)
-        verb = "CREATE OR REPLACE TABLE" if replace else "CREATE TABLE"
-        self.con.execute("BEGIN TRANSACTION")
+        target = exp.to_table(table, quoted=True)
+        create = exp.Create(this=target, kind="TABLE", expression=select, replace=replace)
         try:
-            self.con.execute(f"{verb} {target} AS {select.sql(DIALECT)}")
-            qi, sensitive, core, ground_truth, key, kinds = roles
-            declare_roles(self.con, table, quasi_identifiers=qi, sensitive=sensitive, core=core,
-                          ground_truth=ground_truth, key=key, kinds=kinds, transaction=False)
-            self.con.execute("COMMIT")
+            with transaction(self.con):  # the table and its roles appear together, or neither does
+                self.con.execute(create.sql(DIALECT))
+                qi, sensitive, core, ground_truth, key, kinds = roles
+                declare_roles(self.con, table, quasi_identifiers=qi, sensitive=sensitive, core=core,
+                              ground_truth=ground_truth, key=key, kinds=kinds, transaction=False)
         except duckdb.Error as err:
-            self.con.execute("ROLLBACK")
             raise _query_error(err) from None
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        return self.con.table(target)
+        return self.con.table(target.sql(DIALECT))
 
     def declare_roles(self, table: str, *, quasi_identifiers: Iterable[str] = (), sensitive: Iterable[str] = (),
                       core: Iterable[str] = (), ground_truth: str | None = None, key: str | None = None,

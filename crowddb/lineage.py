@@ -176,15 +176,4 @@ def _declare(con: duckdb.DuckDBPyConnection, table: str, roles: TableRoles, repl
     """Write ``roles`` for ``table`` (replacing what was declared)."""
     return declare_roles(con, table, quasi_identifiers=roles.quasi_identifiers, sensitive=roles.sensitive,
                          core=roles.core, ground_truth=roles.ground_truth, key=roles.key,
-                         kinds={c: k for c, k in roles.kinds.items() if k}, replace=replace_all,
-                         transaction=not _in_transaction(con))
-
-
-def _in_transaction(con: duckdb.DuckDBPyConnection) -> bool:
-    """True when the connection already holds an open transaction (then ours would be nested)."""
-    try:
-        con.execute("BEGIN TRANSACTION")
-    except duckdb.TransactionException:
-        return True
-    con.execute("ROLLBACK")
-    return False
+                         kinds={c: k for c, k in roles.kinds.items() if k}, replace=replace_all)

@@ -118,3 +118,24 @@ def test_renaming_a_table_or_column_keeps_its_roles(db, crowd):
     items = published(crowd)
     assert not {"pay", "job", "id"} & set(items.columns)
     assert items.groupby(["years", "sex", "zip"]).size().min() >= 10
+
+
+def test_lineage_and_loads_join_the_callers_transaction(db):
+    db.sql("BEGIN TRANSACTION")
+    db.sql("CREATE TABLE copy AS SELECT * FROM people")
+    db.load_frame("more", people_frame(5), quasi_identifiers=["age"], ground_truth="job", key="id")
+    assert roles_of(db.con, "copy").key == "id"
+    db.sql("ROLLBACK")  # the caller's transaction is intact and takes everything back, roles included
+    assert db.sql("SELECT count(*) FROM crowddb_columns WHERE table_name IN ('copy', 'more')").fetchall() == [(0,)]
+    assert db.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('copy', 'more')").fetchall() == [(0,)]
+
+
+def test_a_crowd_query_inside_an_explicit_transaction_is_refused_before_publishing(db, crowd):
+    db.sql("BEGIN TRANSACTION")
+    db.sql("CREATE TABLE notes AS SELECT 1 AS n")
+    with pytest.raises(crowddb.errors.QueryError, match="ROLLBACK cannot take back"):
+        db.sql("SELECT id, getposition(*) FROM people")
+    assert crowd.published == []
+    db.sql("COMMIT")  # the caller's transaction was not aborted
+    assert db.sql("SELECT n FROM notes").fetchall() == [(1,)]
+    assert len(db.sql("SELECT id, getposition(*) FROM people").fetchall()) == 60  # outside: runs
