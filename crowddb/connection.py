@@ -179,9 +179,27 @@ class CrowdDB:
             filling = self._filling_statements(query, params)
             with self._unknown_functions():
                 result = self.con.execute(query, params) if params is not None else self.con.execute(query)
+            if not filling:
+                return result
+            rows, described = result.fetchall(), result.description
             self._carry_roles(filling)
-            return result
+            return self._replay(rows, described)
         return self._run(query, statements, params, final="execute")
+
+    def _replay(self, rows: list[tuple], described: Any):
+        """Make ``rows`` (a statement's result, fetched before roles were carried with more statements) the
+        connection's pending result again, with the same column names and types."""
+        if not described:
+            return self.con
+        types = [exp.DataType.build(str(d[1]), dialect=DIALECT) for d in described]
+        names = [exp.to_identifier(d[0], quoted=True) for d in described]
+        if not rows:
+            select = exp.select(*(exp.alias_(exp.cast(exp.Null(), t), n) for t, n in zip(types, names))).where("false")
+        else:
+            values = exp.values([tuple(exp.cast(exp.convert(v), t) for v, t in zip(row, types)) for row in rows],
+                                alias="t", columns=names)
+            select = exp.select("*").from_(values)
+        return self.con.execute(select.sql(DIALECT))
 
     def _filling_statements(self, query: str, params: Any) -> list[exp.Expression]:
         """The statements of plain SQL whose data or names roles must follow (CREATE TABLE ... AS, INSERT ... SELECT,
@@ -275,7 +293,13 @@ class CrowdDB:
                     result = self.con.execute(rewritten)
             except duckdb.Error as err:
                 raise _query_error(err) from None
-            self._carry_roles([bound] if is_tracked(bound) else [])
+            if is_tracked(bound):
+                if last and final == "execute":  # keep the statement's result pending for the caller
+                    rows, described = result.fetchall(), result.description
+                    self._carry_roles([bound])
+                    result = self._replay(rows, described)
+                else:
+                    self._carry_roles([bound])
         self.last_plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
         return result
 

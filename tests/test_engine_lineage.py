@@ -139,3 +139,14 @@ def test_a_crowd_query_inside_an_explicit_transaction_is_refused_before_publishi
     db.sql("COMMIT")  # the caller's transaction was not aborted
     assert db.sql("SELECT n FROM notes").fetchall() == [(1,)]
     assert len(db.sql("SELECT id, getposition(*) FROM people").fetchall()) == 60  # outside: runs
+
+
+def test_execute_still_returns_the_statements_result(db):
+    plain = db.con.execute("CREATE TABLE ref (pid INTEGER, a INTEGER)")
+    plain = db.con.execute("INSERT INTO ref SELECT id, age FROM people")
+    expected, expected_desc = plain.fetchall(), plain.description
+    db.sql("CREATE TABLE staging (pid INTEGER, a INTEGER)")
+    got = db.execute("INSERT INTO staging SELECT id, age FROM people")
+    assert (got.fetchall(), got.description) == (expected, expected_desc) == ([(60,)], expected_desc)
+    assert db.execute("CREATE TABLE jobs AS SELECT id, getposition(*) AS g FROM people").fetchall() == [(60,)]
+    assert roles_of(db.con, "staging").key == "pid" and roles_of(db.con, "jobs").key == "id"
