@@ -104,7 +104,10 @@ class CrowdDB:
             raise ArgumentError(f"seed must be an integer or None, got {seed!r}")
         if budget is not None and budget < 0:
             raise ArgumentError("budget must be >= 0 (US$ per query)")
-        self.con = duckdb.connect(str(database), read_only=read_only, config=dict(config or {}))
+        try:
+            self.con = duckdb.connect(str(database), read_only=read_only, config=dict(config or {}))
+        except duckdb.Error as err:  # a missing folder, a file another process holds, a bad setting
+            raise CrowdDBError(f"cannot open database {str(database)!r}: {err}") from None
         self.database = str(database)
         try:
             if not read_only:

@@ -99,3 +99,12 @@ def test_an_unaliased_operator_column_is_named_after_the_operator(db):
     assert db.sql("SELECT sex, getcandidate(*, 'teacher') FROM people GROUP BY sex").columns == ["sex", "getcandidate"]
     got = db.sql("SELECT getposition, count(*) AS n FROM (SELECT id, getposition(*) FROM people) GROUP BY ALL").df()
     assert got["n"].sum() == 60  # the outer query reads the name, and the bind check before the run accepts it
+
+
+def test_a_database_that_cannot_be_opened_is_named(tmp_path):
+    import crowddb
+
+    with pytest.raises(CrowdDBError, match="cannot open database .*nowhere"):
+        crowddb.connect(tmp_path / "nowhere" / "x.duckdb")
+    with pytest.raises(CrowdDBError, match="cannot open database"):
+        crowddb.connect(config={"no_such_setting": 1})
