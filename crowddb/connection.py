@@ -350,7 +350,7 @@ class CrowdDB:
         values = list(params)
         positional = [n for n in placeholders if not n.name or n.name == "?"]
         numbered = [n for n in placeholders if n not in positional]
-        if len(positional) > len(values):
+        if len(positional) > len(values) or (positional and not numbered and len(positional) < len(values)):
             raise ArgumentError(f"the query has {len(positional)} parameters but {len(values)} values were given")
         for node, value in zip(positional, values):
             node.replace(exp.convert(value))

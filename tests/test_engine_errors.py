@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import people_frame
 
 from crowddb.errors import (
     ArgumentError,
@@ -108,3 +109,14 @@ def test_a_database_that_cannot_be_opened_is_named(tmp_path):
         crowddb.connect(tmp_path / "nowhere" / "x.duckdb")
     with pytest.raises(CrowdDBError, match="cannot open database"):
         crowddb.connect(config={"no_such_setting": 1})
+
+
+def test_crowd_query_parameters_bind_and_their_count_is_checked(db):
+    assert len(db.sql("SELECT id, getposition(*, k := $k) FROM people WHERE age > $a", {"k": 5, "a": 30}).fetchall()) \
+        == (people_frame()["age"] > 30).sum()
+    with pytest.raises(ArgumentError, match="no value given for parameter \\$a"):
+        db.sql("SELECT id, getposition(*) FROM people WHERE age > $a", {})
+    for values in ([], [1, 2]):  # too few, too many: as DuckDB refuses them
+        with pytest.raises(ArgumentError, match=f"1 parameters but {len(values)} values"):
+            db.sql("SELECT id, getposition(*) FROM people WHERE age > ?", values)
+    assert db.sql("SELECT count(*) FROM crowddb_hits").fetchall()[0][0] == 1  # only the first query bought
