@@ -25,6 +25,7 @@ from crowddb.errors import (
     ("SELECT getposition(*, k := 'ten') FROM people", ArgumentError, "integer"),
     ("SELECT getposition(*, k := 1) FROM people", ArgumentError, "at least 2"),
     ("SELECT getposition(*, k := 500) FROM people", CrowdDBError, "500"),
+    ("SELECT id, getposition(*) FROM people LIMIT 3", ArgumentError, "3 rows, fewer than k=10.*LIMIT"),
     ("SELECT getposition(*, assignments := 0) FROM people", ArgumentError, "assignments"),
     ("SELECT getposition(*, anonymizer := 'none') FROM people", PrivacyError, "quasi-identifier"),
     ("SELECT getposition(age, edu, anonymizer := 'magic') FROM people", ArgumentError, "anonymizer must be one of"),

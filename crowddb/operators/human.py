@@ -149,6 +149,11 @@ class HumanOperatorRun:
                                f"{call.quasi_identifiers} are quasi-identifiers")
         from ..anonymize import anonymize  # the algorithm layer
 
+        if len(raw) < int(op.k):
+            raise ArgumentError(
+                f"{op.name}: its input has {len(raw)} rows, fewer than k={int(op.k)}, so no group of k rows can hide "
+                f"them (a WHERE or LIMIT leaves the operator only the rows it asks about); ask about at least "
+                f"{int(op.k)} rows or pass a smaller k := ...")
         options: dict[str, Any] = {}
         method = op.anonymizer
         if method == "fka" and self.ctx.dry_run:
