@@ -245,7 +245,7 @@ class Planner:
     # ----------------------------------------------------------------------------------- human operators
     def _run_scope(self, scope: exp.Select) -> None:
         """Run every human call whose SELECT is ``scope``: tuple operators first, then group operators."""
-        sources = self._prepare_sources(scope)
+        sources = _equated_roles(scope, self._prepare_sources(scope))
         calls = [n for n in self.crowd_nodes(scope) if self.is_human(n) and self._scope_of(n) is scope]
         for call in calls:
             if any(self.crowd_nodes(arg) for arg in call.expressions):
@@ -562,6 +562,62 @@ def _rename_roles(roles: TableRoles, table: str) -> TableRoles:
 def _is_default_key(source: _Source, column: str) -> bool:
     """Without a declared key, a column named ``id`` is treated as the row's key (a direct identifier)."""
     return source.roles.key is None and column.lower() == "id"
+
+
+def _equated_roles(scope: exp.Select, sources: list[_Source]) -> list[_Source]:
+    """Sources whose columns take the roles of the columns the query equates them with (JOIN ... ON a.x = b.y,
+    USING (x), WHERE a.x = b.y), transitively: publishing ``o.zip`` after ``ON o.zip = p.zip`` would publish the
+    person's raw zip. A column equal to a protected one becomes sensitive; one equal to a quasi-identifier, a
+    quasi-identifier of the same kind. Conservative: an equality under OR counts too."""
+    if len(sources) < 2:
+        return sources
+
+    def locate(col: exp.Column) -> tuple[int, str] | None:
+        hits = [(i, c) for i, s in enumerate(sources) if not col.table or s.alias.lower() == col.table.lower()
+                for c in s.columns if c.lower() == col.name.lower()]
+        return hits[0] if len(hits) == 1 else None
+
+    pairs: list[tuple[tuple[int, str], tuple[int, str]]] = []
+    conditions = [j.args.get("on") for j in scope.args.get("joins") or []] + [scope.args.get("where")]
+    for condition in filter(None, conditions):
+        for eq in condition.find_all(exp.EQ, exp.NullSafeEQ):
+            if isinstance(eq.this, exp.Column) and isinstance(eq.expression, exp.Column):
+                a, b = locate(eq.this), locate(eq.expression)
+                if a and b and a[0] != b[0]:
+                    pairs += [(a, b), (b, a)]
+    for join in scope.args.get("joins") or []:
+        for ident in join.args.get("using") or []:
+            holders = [(i, c) for i, s in enumerate(sources) for c in s.columns if c.lower() == ident.name.lower()]
+            pairs += [(a, b) for a in holders for b in holders if a[0] != b[0]]
+    if not pairs:
+        return sources
+    qi = [{c.lower(): s.roles.kinds.get(c) for c in s.roles.quasi_identifiers} for s in sources]
+    hidden = [{c.lower() for c in s.roles.protected} for s in sources]
+    changed = True
+    while changed:  # to a fixpoint: roles travel along chains of equalities
+        changed = False
+        for (i, a), (j, b) in pairs:
+            if b.lower() in hidden[j] and a.lower() not in hidden[i]:
+                hidden[i].add(a.lower())
+                qi[i].pop(a.lower(), None)
+                changed = True
+            elif b.lower() in qi[j] and a.lower() not in qi[i] and a.lower() not in hidden[i]:
+                qi[i][a.lower()] = qi[j][b.lower()]
+                changed = True
+    out = []
+    for s, q, h in zip(sources, qi, hidden):
+        by_lower = {c.lower(): c for c in s.columns}
+        r = s.roles
+        extra_hidden = [by_lower[c] for c in sorted(h) if c in by_lower and by_lower[c] not in r.protected]
+        quasi = tuple(by_lower[c] for c in q if c in by_lower)
+        if not extra_hidden and set(quasi) == set(r.quasi_identifiers):
+            out.append(s)
+            continue
+        roles = TableRoles(r.table, quasi, {by_lower[c]: k for c, k in q.items() if c in by_lower},
+                           (*r.sensitive, *extra_hidden), tuple(c for c in r.core if c not in extra_hidden),
+                           r.ground_truth, r.key)
+        out.append(dataclasses.replace(s, roles=roles))
+    return out
 
 
 def _published_columns(source: _Source) -> list[str]:

@@ -150,3 +150,21 @@ def test_execute_still_returns_the_statements_result(db):
     assert (got.fetchall(), got.description) == (expected, expected_desc) == ([(60,)], expected_desc)
     assert db.execute("CREATE TABLE jobs AS SELECT id, getposition(*) AS g FROM people").fetchall() == [(60,)]
     assert roles_of(db.con, "staging").key == "pid" and roles_of(db.con, "jobs").key == "id"
+
+
+@pytest.mark.parametrize("query, hidden, generalized", [
+    ("SELECT p.id, getposition(p.*, o.*) FROM people p JOIN offices o ON o.zip = p.zip", set(), {"o.zip"}),
+    ("SELECT p.id, getposition(p.*, b.*) FROM people p JOIN badges b ON b.pid = p.id", {"pid"}, set()),
+    ("SELECT p.id, getposition(p.*, b.*) FROM people p, badges b WHERE b.pid = p.id AND p.age > 20", {"pid"}, set()),
+    ("SELECT p.id, getposition(p.*, o.*) FROM people p JOIN offices o USING (zip)", set(), {"o.zip"}),
+])
+def test_a_column_equated_with_a_declared_one_takes_its_roles(db, crowd, query, hidden, generalized):
+    db.load_frame("offices", pd.DataFrame({"zip": ["10001", "10002", "20001", "20002"], "office": list("ABCD")}))
+    db.load_frame("badges", pd.DataFrame({"pid": range(1, 61), "badge": [f"b{i % 7}" for i in range(60)]}))
+    db.sql(query).fetchall()
+    items = published(crowd)
+    assert not hidden & set(items.columns)  # equal to the key: never published
+    raw = set(people_frame()["zip"])
+    for col in generalized:  # equal to a quasi-identifier: generalized with it; no raw zip where p.zip is hidden
+        mixed = ~items["p.zip"].isin(raw)
+        assert mixed.any() and not items.loc[mixed, col].isin(raw).any()
