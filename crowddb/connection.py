@@ -182,12 +182,15 @@ class CrowdDB:
             filling = self._filling_statements(query, params)
             with self._unknown_functions():
                 result = self.con.execute(query, params) if params is not None else self.con.execute(query)
-            if not filling:
-                return result
-            rows, described = result.fetchall(), result.description
-            self._carry_roles(filling)
-            return self._replay(rows, described)
+            return self._carry_roles_keeping(result, filling) if filling else result
         return self._run(query, statements, params, final="execute")
+
+    def _carry_roles_keeping(self, result: Any, statements: list[exp.Expression]):
+        """Carry the roles of ``statements`` and keep ``result`` (their ``execute`` result) pending for the caller:
+        the statements roles need would replace it (DuckDB 2), so it is fetched first and replayed after."""
+        rows, described = result.fetchall(), result.description
+        self._carry_roles(statements)
+        return self._replay(rows, described)
 
     def _replay(self, rows: list[tuple], described: Any):
         """Make ``rows`` (a statement's result, fetched before roles were carried with more statements) the
@@ -269,8 +272,8 @@ class CrowdDB:
     def _refuse_in_transaction(self, statements: list[exp.Expression]) -> None:
         """Crowd HITs are paid outside the database: a ROLLBACK could not take them back, only forget that they were
         bought (and buy them again). So human operators do not run inside an explicit transaction."""
-        planner = Planner(self._context(""), TABLE_FUNCTIONS)
-        if any(planner.is_human(n) for s in statements for n in s.walk()) and in_transaction(self.con):
+        human = any(isinstance(n, exp.Anonymous) and n.name in self.registry for s in statements for n in s.walk())
+        if human and in_transaction(self.con):
             raise QueryError("crowd operators publish paid HITs, which a ROLLBACK cannot take back: run this query "
                              "outside BEGIN ... COMMIT (nothing was published)")
 
@@ -297,10 +300,8 @@ class CrowdDB:
             except duckdb.Error as err:
                 raise _query_error(err) from None
             if is_tracked(bound):
-                if last and final == "execute":  # keep the statement's result pending for the caller
-                    rows, described = result.fetchall(), result.description
-                    self._carry_roles([bound])
-                    result = self._replay(rows, described)
+                if last and final == "execute":
+                    result = self._carry_roles_keeping(result, [bound])
                 else:
                     self._carry_roles([bound])
         self.last_plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))

@@ -3,7 +3,8 @@
 too. (A dropped table's roles stay: a table re-created under its name is protected until declared otherwise.)
 
 The rule is conservative and by name: a column inherits every role its name has in any table the query reads, and
-an alias inherits the roles of every column its expression mentions (an alias of a key identifies rows: protected).
+an alias inherits the roles of every column its expression mentions (``id AS pid`` is the key; an expression of a
+key still identifies rows: protected).
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> Ta
         if statement.args.get("exists"):
             return None  # IF NOT EXISTS: an existing table was left as it was (its roles too)
         derived = derived_roles(con, query, columns)
-        return _declare(con, table.name, derived, replace_all=True)
+        return _declare(con, table.name, derived)
     source_columns = [r[0] for r in con.execute("DESCRIBE " + query.sql(DIALECT)).fetchall()]
     targets = names or columns[:len(source_columns)]
     derived = derived_roles(con, query, source_columns)
@@ -169,11 +170,11 @@ def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> Ta
         return None
     merged = TableRoles(table.name, tuple(qi), {c: k for c, k in kinds.items() if c in qi}, tuple(sensitive),
                         tuple(core), truth, key)
-    return _declare(con, table.name, merged, replace_all=True)
+    return _declare(con, table.name, merged)
 
 
-def _declare(con: duckdb.DuckDBPyConnection, table: str, roles: TableRoles, replace_all: bool) -> TableRoles:
-    """Write ``roles`` for ``table`` (replacing what was declared)."""
+def _declare(con: duckdb.DuckDBPyConnection, table: str, roles: TableRoles) -> TableRoles:
+    """Write ``roles`` for ``table``, replacing what was declared (in the caller's transaction, if one is open)."""
     return declare_roles(con, table, quasi_identifiers=roles.quasi_identifiers, sensitive=roles.sensitive,
                          core=roles.core, ground_truth=roles.ground_truth, key=roles.key,
-                         kinds={c: k for c, k in roles.kinds.items() if k}, replace=replace_all)
+                         kinds={c: k for c, k in roles.kinds.items() if k})
