@@ -39,5 +39,9 @@ class PlatformError(CrowdDBError):
     """The crowd platform failed to publish HITs or to return assignments."""
 
 
+class UnknownHITError(PlatformError):
+    """The platform does not know (any longer) HITs it was asked to collect: they cannot be collected, ever."""
+
+
 class QueryError(CrowdDBError):
     """DuckDB rejected a query that crowddb ran on the user's behalf; the message is DuckDB's."""

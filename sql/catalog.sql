@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS crowddb_hits (
     reward          DECIMAL(18, 4) NOT NULL,   -- per assignment
     fee_rate        DOUBLE NOT NULL,
     platform        VARCHAR NOT NULL,
-    status          VARCHAR NOT NULL,
+    status          VARCHAR NOT NULL,  -- 'published' (posted, not yet collected), 'completed', 'lost'
     created_at      TIMESTAMP DEFAULT current_timestamp
 );
 

@@ -76,17 +76,53 @@ def test_connection_budget_covers_the_whole_query(perfect_crowd):
 
 
 class FailingCrowd(SimulatedCrowd):
+    """Accepts HITs, then fails to return them ``failures`` times (a marketplace outage after posting)."""
+
+    def __init__(self, failures: int = 10**9, **kw):
+        super().__init__(**kw)
+        self.failures, self.posted = failures, 0
+
+    def publish(self, batch, *, knowledge=None):
+        self.posted += len(batch.hits)
+        super().publish(batch, knowledge=knowledge)
+
     def collect(self, hit_ids, *, progress=None):
-        raise crowddb.errors.PlatformError("marketplace is down")
+        if self.failures > 0:
+            self.failures -= 1
+            raise crowddb.errors.PlatformError("marketplace is down")
+        return super().collect(hit_ids, progress=progress)
 
 
-def test_platform_failure_leaves_no_half_written_hits():
-    with crowddb.connect(platform=FailingCrowd(seed=1), progress=False) as db:
+def hit_status(db) -> list[tuple[str, int]]:
+    return db.sql("SELECT status, count(*) FROM crowddb_hits GROUP BY status ORDER BY status").fetchall()
+
+
+def test_posted_hits_are_on_record_before_collecting_and_are_collected_not_reposted():
+    crowd = FailingCrowd(failures=1, seed=1)
+    with crowddb.connect(platform=crowd, progress=False) as db:
         db.load_frame("people", people_frame(), sensitive=["salary"], ground_truth="job", key="id")
         with pytest.raises(crowddb.errors.PlatformError, match="down"):
             db.sql("SELECT getposition(age, edu) FROM people")
-        assert counts(db) == (0, 0, 0)
-        assert db.sql("SELECT count(*) FROM crowddb_runs").fetchall() == [(0,)]
+        assert counts(db) == (1, 0, 0)  # the HIT the platform accepted is on record; no half-written answers
+        assert hit_status(db) == [("published", 1)]
+        assert db.sql("SELECT status FROM crowddb_runs").fetchall() == [("failed",)]
+        got = db.sql("SELECT getposition(age, edu) AS p FROM people").df()  # the outage is over
+        assert crowd.posted == 1 and got["p"].notna().all()  # collected, not posted (and paid) again
+        assert hit_status(db) == [("completed", 1)] and counts(db) == (1, 300, 5)  # 60 rows x 5; 5 paid
+
+
+def test_hits_the_platform_no_longer_knows_are_recorded_lost_and_bought_again(tmp_path):
+    path = tmp_path / "outage.duckdb"
+    with crowddb.connect(path, platform=FailingCrowd(seed=1), progress=False) as db:
+        db.load_frame("people", people_frame(), sensitive=["salary"], ground_truth="job", key="id")
+        with pytest.raises(crowddb.errors.PlatformError, match="down"):
+            db.sql("SELECT getposition(age, edu) FROM people")
+    fresh = FailingCrowd(failures=0, seed=1)  # another process: this platform never saw the first HIT
+    with crowddb.connect(path, platform=fresh, progress=False) as db:
+        db.sql("SELECT getposition(age, edu) FROM people").fetchall()
+        assert hit_status(db) == [("completed", 1), ("lost", 1)] and fresh.posted == 1
+        assert db.sql("SELECT run_id, status FROM crowddb_runs ORDER BY run_id").fetchall() == \
+            [(1, "failed"), (2, "completed")]  # run ids (and the HIT ids made from them) never collide
 
 
 def test_explain_publishes_nothing_and_matches_the_run(db):
@@ -119,7 +155,7 @@ def test_fka_parameters_from_the_query(db):
     assert more.hits >= base.hits
     db.sql("SELECT id, getposition(*, k := 6, anonymizer := 'fka', sample_ratio := 0.5, cell_limit := 4, "
            "seed := 2) FROM people").fetchall()
-    assert "published 60 synthetic tuples" in db.last_plan.operators[0].note
+    assert "asked about 60 synthetic tuples" in db.last_plan.operators[0].note
     for bad, word in (("sample_ratio := 0", "sample_ratio"), ("sample_ratio := 1.5", "sample_ratio"),
                       ("cell_limit := 0", "cell_limit"), ("sample_ratio := 'x'", "sample_ratio")):
         with pytest.raises(ArgumentError, match=word):

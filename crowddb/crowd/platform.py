@@ -57,4 +57,7 @@ class Platform(abc.ABC):
 
     @abc.abstractmethod
     def collect(self, hit_ids: list[str], *, progress: ProgressFn | None = None) -> Collected:
-        """Block until every assignment of these HITs is submitted; call ``progress(n_hits_done)`` as HITs finish."""
+        """Block until every assignment of these HITs is submitted; call ``progress(n_hits_done)`` as HITs finish.
+
+        HITs the platform does not know (any longer) raise ``UnknownHITError``: crowddb then records them as lost and
+        buys their answers again. Any other failure leaves them recorded as published, to be collected on a rerun."""

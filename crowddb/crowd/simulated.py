@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .._random import make_rng
-from ..errors import ArgumentError, PlatformError
+from ..errors import ArgumentError, PlatformError, UnknownHITError
 from .knowledge import KnowledgeBase
 from .platform import Collected, HitBatch, Platform, ProgressFn
 
@@ -58,7 +58,7 @@ class SimulatedCrowd(Platform):
     def collect(self, hit_ids: list[str], *, progress: ProgressFn | None = None) -> Collected:
         missing = [h for h in hit_ids if h not in self._pending]
         if missing:
-            raise PlatformError(f"HITs never published: {missing[:5]}")
+            raise UnknownHITError(f"HITs never published here (or already collected): {missing[:5]}")
         batches: dict[int, tuple[HitBatch, KnowledgeBase | None, list[str]]] = {}
         for hit_id in hit_ids:
             batch, knowledge = self._pending[hit_id]

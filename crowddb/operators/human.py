@@ -6,6 +6,7 @@ back one answer per input row (tuple operators) or per group (group operators).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -17,7 +18,16 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..crowd import HitBatch, KnowledgeBase
-from ..errors import ArgumentError, BudgetExceededError, CrowdDBError, EmptyInputError, PlatformError, PrivacyError
+from ..catalog import transaction
+from ..errors import (
+    ArgumentError,
+    BudgetExceededError,
+    CrowdDBError,
+    EmptyInputError,
+    PlatformError,
+    PrivacyError,
+    UnknownHITError,
+)
 from ..udf import HumanOperator
 from .context import OperatorContext
 
@@ -107,6 +117,7 @@ class HumanOperatorRun:
         self.spent = 0.0
         self._hit_seq = 0
         self._bought: list[tuple[HitBatch, Any, pd.DataFrame]] = []
+        self._reserved = False  # this run's crowddb_runs row was written with its first purchase
         self._fka_tuples = 0
         self._fka_estimate = 0
 
@@ -278,6 +289,8 @@ class HumanOperatorRun:
     # ------------------------------------------------------------------------------------------------- HITs
     def _prepare(self, items: pd.DataFrame, round_no: int) -> tuple[pd.DataFrame, pd.Series, pd.DataFrame, pd.DataFrame]:
         """Cache lookup and HIT layout of a set of items: (cached answers, answers held per item, hits, layout)."""
+        if not self.ctx.dry_run:
+            self._collect_outstanding(items)
         cached = self._cached(items)
         have = cached.groupby(["item_key", "occurrence"]).size()
         return (cached, have, *self._hits(items, have, round_no))
@@ -332,7 +345,7 @@ class HumanOperatorRun:
         try:
             return self._run()
         except BaseException:
-            if self._bought and not self.ctx.dry_run:
+            if self._reserved and not self.ctx.dry_run:
                 self._persist(status="failed")
                 self.ctx.spent += self.spent
             raise
@@ -354,7 +367,7 @@ class HumanOperatorRun:
         if self._fka_estimate:
             notes.append(f"FKA sampling estimated at {self._fka_estimate} synthetic tuples; NCP is Mondrian's")
         if self._fka_tuples:
-            notes.append(f"FKA published {self._fka_tuples} synthetic tuples")
+            notes.append(f"FKA asked about {self._fka_tuples} synthetic tuples (identical ones answered once)")
         lower, upper = self._accuracy_bounds() if call.quasi_identifiers else (None, None)
         plan = OperatorPlan(
             operator=op.name, kind=op.kind, input_rows=len(call.frame), items=n_items, cached_items=cached_items,
@@ -436,8 +449,10 @@ class HumanOperatorRun:
             batch = self._batch(items, hits, layout)
             platform = self.ctx.platform
             step = "publishing"
+            keys = layout.merge(ident, on="item_id")
             try:
                 platform.publish(batch, knowledge=knowledge)
+                self._record_posted(batch, keys)  # from here on they are paid for: on record before collecting
                 step = "collecting"
                 got = platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update)
             except CrowdDBError:
@@ -446,7 +461,8 @@ class HumanOperatorRun:
                 raise PlatformError(f"{op.name}: platform {platform.name!r} failed while {step} {len(hits)} HITs "
                                     f"(round {round_no}): {type(err).__name__}: {err}") from err
             got.answers = got.answers.merge(layout, on=["hit_id", "item_no"]).merge(ident, on="item_id")
-            self._bought.append((batch, got, layout.merge(ident, on="item_id")))
+            self._record_collected(got.assignments, got.answers, self.op.reward, self.op.reward * self.op.fee)
+            self._bought.append((batch, got, keys))
             self.spent += spend
             self._hit_seq += len(hits)
             answers.append(got.answers[["item_id", "worker_id", "answer"]])
@@ -494,18 +510,21 @@ class HumanOperatorRun:
 
     # ---------------------------------------------------------------------------------------------- persist
     def _persist(self, status: str = "completed") -> None:
-        """Write the run, its release, HITs, items, assignments, answers and payments in one transaction."""
+        """Write the run's totals and its release (one transaction); its purchases were written as they happened."""
         con, op = self.ctx.con, self.op
         plan = getattr(self, "plan", None)  # a run that failed while FKA bought its samples has no plan yet
         hits = [b.hits for b, _, _ in self._bought]
-        con.execute("BEGIN TRANSACTION")
-        try:
-            con.execute("INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, "
-                        "cached_items, cost, k, anonymizer, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [self.run_id, op.name, self.ctx.query, len(self.call.frame), int(sum(len(h) for h in hits)),
-                         int(sum(h["assignments"].sum() for h in hits)), plan.cached_items if plan else 0,
-                         round(self.spent, 4), plan.k if plan else int(op.k),
-                         plan.anonymizer if plan else op.anonymizer, status])
+        values = [int(sum(len(h) for h in hits)), int(sum(h["assignments"].sum() for h in hits)),
+                  plan.cached_items if plan else 0, round(self.spent, 4), plan.k if plan else int(op.k),
+                  plan.anonymizer if plan else op.anonymizer, status]
+        with transaction(con):
+            if self._reserved:
+                con.execute("UPDATE crowddb_runs SET hits = ?, assignments = ?, cached_items = ?, cost = ?, k = ?, "
+                            "anonymizer = ?, status = ? WHERE run_id = ?", [*values, self.run_id])
+            else:
+                con.execute("INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, "
+                            "cached_items, cost, k, anonymizer, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            [self.run_id, op.name, self.ctx.query, len(self.call.frame), *values])
             if getattr(self, "metrics", None) is not None:
                 release_id = self.ctx.next_id("crowddb_releases", "release_id")
                 con.execute("INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, params, metrics) "
@@ -513,40 +532,89 @@ class HumanOperatorRun:
                             [release_id, self.run_id, op.anonymizer, int(op.k),
                              json.dumps({"quasi_identifiers": list(self.call.quasi_identifiers)}),
                              json.dumps(self.metrics, default=float)])
-            for batch, got, keys in self._bought:
-                self._insert_batch(batch, got, keys)
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
 
-    def _insert_batch(self, batch: HitBatch, got: Any, keys: pd.DataFrame) -> None:
+    # ---------------------------------------------------------------------- purchases, recorded as they happen
+    def _record_posted(self, batch: HitBatch, keys: pd.DataFrame) -> None:
+        """The HITs the platform accepted, with exactly what they show, as 'published' (one transaction); the run's
+        row is reserved with the first of them, so its id and the HIT ids made from it stay taken."""
         con = self.ctx.con
         hits = batch.hits.assign(
-            operator=self.op.name, run_id=self.run_id, platform=self.ctx.platform.name, status="completed",
+            operator=self.op.name, run_id=self.run_id, platform=self.ctx.platform.name, status="published",
             domain=json.dumps(list(self.domain)) if self.domain is not None else None,
             n_items=batch.hits["hit_id"].map(batch.items.groupby("hit_id")["item_no"].nunique()))
         items = batch.items.merge(keys[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
-        answers = got.answers
-        payments = got.assignments.assign(reward=self.op.reward, fee=self.op.reward * self.op.fee)
         content = _content_sql(batch.published_columns, group=self.op.kind == "group")
-        for name, frame in (("__crowd_h", hits), ("__crowd_i", items), ("__crowd_a", got.assignments),
-                            ("__crowd_ans", answers), ("__crowd_p", payments)):
-            con.register(name, frame)
-        try:
+        with _registered(con, __crowd_h=hits, __crowd_i=items), transaction(con):
+            if not self._reserved:
+                con.execute("INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, "
+                            "cached_items, cost, k, anonymizer, status) VALUES (?, ?, ?, ?, 0, 0, 0, 0, ?, ?, "
+                            "'running')", [self.run_id, self.op.name, self.ctx.query, len(self.call.frame),
+                                           int(self.op.k), self.op.anonymizer])
             con.execute("INSERT INTO crowddb_hits (hit_id, run_id, operator, question, domain, n_items, assignments, "
                         "reward, fee_rate, platform, status) SELECT hit_id, run_id, operator, question, domain, "
                         "n_items, assignments, reward, fee_rate, platform, status FROM __crowd_h")
             con.execute(f"INSERT INTO crowddb_hit_items (hit_id, item_no, item_key, occurrence, content) {content}")
+        self._reserved = True
+
+    def _record_collected(self, assignments: pd.DataFrame, answers: pd.DataFrame, reward: Any, fee: Any) -> None:
+        """Assignments, answers (with item_key, occurrence) and payments of collected HITs, which become
+        'completed' (one transaction). ``reward``/``fee``: per assignment, a number or a Series aligned with it."""
+        con = self.ctx.con
+        payments = assignments.assign(reward=reward, fee=fee)
+        done = pd.DataFrame({"hit_id": pd.unique(assignments["hit_id"])})
+        with _registered(con, __crowd_a=assignments, __crowd_ans=answers, __crowd_p=payments, __crowd_d=done), \
+                transaction(con):
             con.execute("INSERT INTO crowddb_assignments (assignment_id, hit_id, worker_id) "
                         "SELECT assignment_id, hit_id, worker_id FROM __crowd_a")
             con.execute("INSERT INTO crowddb_answers SELECT assignment_id, hit_id, item_no, item_key, occurrence, "
                         "worker_id, CAST(answer AS VARCHAR) FROM __crowd_ans")
             con.execute("INSERT INTO crowddb_payments (assignment_id, hit_id, worker_id, reward, fee) "
                         "SELECT assignment_id, hit_id, worker_id, reward, fee FROM __crowd_p")
-        finally:
-            for name in ("__crowd_h", "__crowd_i", "__crowd_a", "__crowd_ans", "__crowd_p"):
-                con.unregister(name)
+            con.execute("UPDATE crowddb_hits SET status = 'completed' WHERE hit_id IN (SELECT hit_id FROM __crowd_d)")
+
+    def _collect_outstanding(self, items: pd.DataFrame) -> None:
+        """Collect HITs an earlier run posted for these items but never collected (it failed or was stopped), so
+        their answers are not bought twice; HITs the platform no longer knows are recorded as lost."""
+        con, platform = self.ctx.con, self.ctx.platform
+        need = items.drop_duplicates("item_id")[["item_key", "occurrence"]]
+        with _registered(con, __crowd_need=need):
+            ids = [r[0] for r in con.execute(
+                "SELECT DISTINCT h.hit_id FROM crowddb_hits h JOIN crowddb_hit_items i USING (hit_id) "
+                "JOIN __crowd_need n USING (item_key, occurrence) WHERE h.status = 'published' AND h.operator = ? "
+                "AND h.platform = ? ORDER BY h.hit_id", [self.op.name, platform.name]).fetchall()]
+        if not ids:
+            return
+        try:
+            got = platform.collect(ids)
+        except UnknownHITError:
+            with _registered(con, __crowd_d=pd.DataFrame({"hit_id": ids})):
+                con.execute("UPDATE crowddb_hits SET status = 'lost' WHERE hit_id IN (SELECT hit_id FROM __crowd_d)")
+            return
+        except CrowdDBError:
+            raise
+        except Exception as err:
+            raise PlatformError(f"{self.op.name}: platform {platform.name!r} failed while collecting {len(ids)} HITs "
+                                f"posted by an earlier run: {type(err).__name__}: {err}") from err
+        with _registered(con, __crowd_d=pd.DataFrame({"hit_id": ids})):
+            known = con.execute("SELECT i.hit_id, i.item_no, i.item_key, i.occurrence, h.reward, "
+                                "h.reward * h.fee_rate AS fee FROM crowddb_hit_items i JOIN crowddb_hits h "
+                                "USING (hit_id) WHERE hit_id IN (SELECT hit_id FROM __crowd_d)").df()
+        answers = got.answers.merge(known[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
+        price = got.assignments.merge(known.drop_duplicates("hit_id")[["hit_id", "reward", "fee"]], on="hit_id",
+                                      how="left")
+        self._record_collected(got.assignments, answers, price["reward"].to_numpy(), price["fee"].to_numpy())
+
+
+@contextlib.contextmanager
+def _registered(con: Any, **frames: pd.DataFrame):
+    """DataFrames registered under the given names for the block."""
+    for name, frame in frames.items():
+        con.register(name, frame)
+    try:
+        yield
+    finally:
+        for name in frames:
+            con.unregister(name)
 
 
 def _content_sql(columns: list[str], group: bool) -> str:
