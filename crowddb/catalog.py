@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
 import duckdb
 from sqlglot import exp
 
+from . import _duck
 from ._resources import catalog_ddl
 from .errors import ArgumentError, PrivacyError, UnknownColumnError
 
@@ -34,31 +35,6 @@ class TableRoles:
         out = set(self.sensitive)
         out.update(c for c in (self.ground_truth, self.key) if c)
         return out
-
-
-def in_transaction(con: duckdb.DuckDBPyConnection) -> bool:
-    """True inside an explicit transaction (BEGIN ... COMMIT): its statements share one transaction id, while in
-    auto-commit mode every statement gets a new one. (Probing with BEGIN would abort the caller's transaction.)"""
-    first = con.execute("SELECT txid_current()").fetchall()
-    return con.execute("SELECT txid_current()").fetchall() == first
-
-
-@contextlib.contextmanager
-def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """One transaction around the block; inside the caller's own transaction, that one (DuckDB does not nest)."""
-    if in_transaction(con):
-        yield
-        return
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
-
-
-_transaction = transaction  # declare_roles' parameter ``transaction`` (a flag) shadows the function's name
 
 
 def ensure_catalog(con: duckdb.DuckDBPyConnection) -> None:
@@ -131,7 +107,7 @@ def declare_roles(con: duckdb.DuckDBPyConnection, table: str, *, quasi_identifie
     rows = [(table, c, "quasi_identifier", kinds.get(c)) for c in qi]
     rows += [(table, c, "sensitive", None) for c in sens] + [(table, c, "core", None) for c in cor]
     rows += [(table, c, "ground_truth", None) for c in gt] + [(table, c, "key", None) for c in ky]
-    with _transaction(con) if transaction else contextlib.nullcontext():
+    with _duck.transaction(con) if transaction else contextlib.nullcontext():
         if replace:
             con.execute("DELETE FROM crowddb_columns WHERE table_name = ?", [table])
         if rows:

@@ -13,15 +13,8 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
-from .catalog import (
-    TableRoles,
-    declare_roles,
-    ensure_catalog,
-    in_transaction,
-    resolve_table,
-    roles_of,
-    transaction,
-)
+from ._duck import in_transaction, registered, transaction
+from .catalog import TableRoles, declare_roles, ensure_catalog, resolve_table, roles_of
 from .crowd import Platform, SimulatedCrowd
 from .errors import (
     ArgumentError,
@@ -149,12 +142,9 @@ class CrowdDB:
 
     def _record_workers(self) -> None:
         workers = self.platform.workers().assign(platform=self.platform.name)
-        self.con.register("__crowd_workers", workers)
-        try:
+        with registered(self.con, __crowd_workers=workers):
             self.con.execute("INSERT OR IGNORE INTO crowddb_workers (worker_id, platform, quality) "
                              "SELECT worker_id, platform, quality FROM __crowd_workers")
-        finally:
-            self.con.unregister("__crowd_workers")
 
     # ------------------------------------------------------------------------------------------- queries
     def _crowd_pattern(self) -> re.Pattern[str]:
@@ -382,12 +372,9 @@ class CrowdDB:
                    key: str | None = None, kinds: Mapping[str, str] | None = None,
                    replace: bool = False) -> duckdb.DuckDBPyRelation:
         """Load a pandas DataFrame (or Arrow table) into ``table`` and declare its column roles."""
-        self.con.register("__crowd_frame", frame)
-        try:
+        with registered(self.con, __crowd_frame=frame):
             return self._load(table, exp.select("*").from_("__crowd_frame"), replace, quasi_identifiers, sensitive,
                               core, ground_truth, key, kinds)
-        finally:
-            self.con.unregister("__crowd_frame")
 
     def _load(self, table: str, select: exp.Select, replace: bool, *roles: Any) -> duckdb.DuckDBPyRelation:
         if not isinstance(table, str) or not table:

@@ -16,6 +16,7 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
+from ._duck import registered
 from .catalog import TableRoles, roles_of
 from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
 from .lineage import DIALECT, derived_roles, relation_kind
@@ -190,11 +191,8 @@ class Planner:
         con = self.ctx.con
         if frame is not None:
             view = f"{name}_df"
-            con.register(view, frame)
-            try:
+            with registered(con, **{view: frame}):
                 con.execute(f"CREATE TEMP TABLE {target.sql(DIALECT)} AS SELECT * FROM {view}")
-            finally:
-                con.unregister(view)
         else:
             con.execute(f"CREATE TEMP TABLE {target.sql(DIALECT)} AS {query.sql(DIALECT)}")
         return name

@@ -6,7 +6,6 @@ back one answer per input row (tuple operators) or per group (group operators).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -18,7 +17,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..crowd import HitBatch, KnowledgeBase
-from ..catalog import transaction
+from .._duck import registered, transaction
 from ..errors import (
     ArgumentError,
     BudgetExceededError,
@@ -275,14 +274,11 @@ class HumanOperatorRun:
         """Answers already bought for these items: item_key, occurrence, worker_id, answer (first A per item)."""
         need = items.drop_duplicates("item_id")[["item_key", "occurrence"]]
         con = self.ctx.con
-        con.register("__crowd_need", need)
-        try:
+        with registered(con, __crowd_need=need):
             got = con.execute(
                 "SELECT a.item_key, a.occurrence, a.worker_id, a.answer, a.assignment_id "
                 "FROM crowddb_answers a JOIN __crowd_need n USING (item_key, occurrence) "
                 "ORDER BY a.item_key, a.occurrence, a.assignment_id").df()
-        finally:
-            con.unregister("__crowd_need")
         got["rank"] = got.groupby(["item_key", "occurrence"]).cumcount()
         return got[got["rank"] < self.op.assignments].drop(columns="rank")
 
@@ -544,7 +540,7 @@ class HumanOperatorRun:
             n_items=batch.hits["hit_id"].map(batch.items.groupby("hit_id")["item_no"].nunique()))
         items = batch.items.merge(keys[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
         content = _content_sql(batch.published_columns, group=self.op.kind == "group")
-        with _registered(con, __crowd_h=hits, __crowd_i=items), transaction(con):
+        with registered(con, __crowd_h=hits, __crowd_i=items), transaction(con):
             if not self._reserved:
                 con.execute("INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, "
                             "cached_items, cost, k, anonymizer, status) VALUES (?, ?, ?, ?, 0, 0, 0, 0, ?, ?, "
@@ -562,7 +558,7 @@ class HumanOperatorRun:
         con = self.ctx.con
         payments = assignments.assign(reward=reward, fee=fee)
         done = pd.DataFrame({"hit_id": pd.unique(assignments["hit_id"])})
-        with _registered(con, __crowd_a=assignments, __crowd_ans=answers, __crowd_p=payments, __crowd_d=done), \
+        with registered(con, __crowd_a=assignments, __crowd_ans=answers, __crowd_p=payments, __crowd_d=done), \
                 transaction(con):
             con.execute("INSERT INTO crowddb_assignments (assignment_id, hit_id, worker_id) "
                         "SELECT assignment_id, hit_id, worker_id FROM __crowd_a")
@@ -577,7 +573,7 @@ class HumanOperatorRun:
         their answers are not bought twice; HITs the platform no longer knows are recorded as lost."""
         con, platform = self.ctx.con, self.ctx.platform
         need = items.drop_duplicates("item_id")[["item_key", "occurrence"]]
-        with _registered(con, __crowd_need=need):
+        with registered(con, __crowd_need=need):
             ids = [r[0] for r in con.execute(
                 "SELECT DISTINCT h.hit_id FROM crowddb_hits h JOIN crowddb_hit_items i USING (hit_id) "
                 "JOIN __crowd_need n USING (item_key, occurrence) WHERE h.status = 'published' AND h.operator = ? "
@@ -587,7 +583,7 @@ class HumanOperatorRun:
         try:
             got = platform.collect(ids)
         except UnknownHITError:
-            with _registered(con, __crowd_d=pd.DataFrame({"hit_id": ids})):
+            with registered(con, __crowd_d=pd.DataFrame({"hit_id": ids})):
                 con.execute("UPDATE crowddb_hits SET status = 'lost' WHERE hit_id IN (SELECT hit_id FROM __crowd_d)")
             return
         except CrowdDBError:
@@ -595,7 +591,7 @@ class HumanOperatorRun:
         except Exception as err:
             raise PlatformError(f"{self.op.name}: platform {platform.name!r} failed while collecting {len(ids)} HITs "
                                 f"posted by an earlier run: {type(err).__name__}: {err}") from err
-        with _registered(con, __crowd_d=pd.DataFrame({"hit_id": ids})):
+        with registered(con, __crowd_d=pd.DataFrame({"hit_id": ids})):
             known = con.execute("SELECT i.hit_id, i.item_no, i.item_key, i.occurrence, h.reward, "
                                 "h.reward * h.fee_rate AS fee FROM crowddb_hit_items i JOIN crowddb_hits h "
                                 "USING (hit_id) WHERE hit_id IN (SELECT hit_id FROM __crowd_d)").df()
@@ -603,18 +599,6 @@ class HumanOperatorRun:
         price = got.assignments.merge(known.drop_duplicates("hit_id")[["hit_id", "reward", "fee"]], on="hit_id",
                                       how="left")
         self._record_collected(got.assignments, answers, price["reward"].to_numpy(), price["fee"].to_numpy())
-
-
-@contextlib.contextmanager
-def _registered(con: Any, **frames: pd.DataFrame):
-    """DataFrames registered under the given names for the block."""
-    for name, frame in frames.items():
-        con.register(name, frame)
-    try:
-        yield
-    finally:
-        for name in frames:
-            con.unregister(name)
 
 
 def _content_sql(columns: list[str], group: bool) -> str:

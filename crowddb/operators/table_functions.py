@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._duck import registered
 from ..catalog import TableRoles
 from ..errors import ArgumentError, EmptyInputError, UnknownColumnError
 from .context import OperatorContext
@@ -149,11 +150,8 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
     if release_id is not None:
         log = result.report[["object", "n_claims", "released", "rows", "reached_m", "tried", "rejected", "epsilon",
                              "delta", "guarantee_holds", "reason"]].assign(object=lambda d: d["object"].astype(str))
-        ctx.con.register("__crowd_synth_log", log)
-        try:
+        with registered(ctx.con, __crowd_synth_log=log):
             ctx.con.execute("INSERT INTO crowddb_synth_objects SELECT ?, * FROM __crowd_synth_log", [release_id])
-        finally:
-            ctx.con.unregister("__crowd_synth_log")
         report["release_id"] = release_id
     ctx.reports.append(report)
     return result.rows[["object", "value"]].reset_index(drop=True)
