@@ -158,10 +158,10 @@ class CrowdDB:
         """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``."""
         statements = self._crowd_statements(query)
         if statements is None:
-            filling = self._filling_statements(query, params)
+            tracked = self._tracked_statements(query, params)
             with self._unknown_functions():
                 result = self.con.sql(query, params=params)
-            self._carry_roles(filling)
+            self._carry_roles(tracked)
             return result
         return self._run(query, statements, params, final="sql")
 
@@ -169,10 +169,10 @@ class CrowdDB:
         """Run SQL like ``DuckDBPyConnection.execute``: returns the connection, ready to fetch."""
         statements = self._crowd_statements(query)
         if statements is None:
-            filling = self._filling_statements(query, params)
+            tracked = self._tracked_statements(query, params)
             with self._unknown_functions():
                 result = self.con.execute(query, params) if params is not None else self.con.execute(query)
-            return self._carry_roles_keeping(result, filling) if filling else result
+            return self._carry_roles_keeping(result, tracked) if tracked else result
         return self._run(query, statements, params, final="execute")
 
     def _carry_roles_keeping(self, result: Any, statements: list[exp.Expression]):
@@ -197,7 +197,7 @@ class CrowdDB:
             select = exp.select("*").from_(values)
         return self.con.execute(select.sql(DIALECT))
 
-    def _filling_statements(self, query: str, params: Any) -> list[exp.Expression]:
+    def _tracked_statements(self, query: str, params: Any) -> list[exp.Expression]:
         """The statements of plain SQL whose data or names roles must follow (CREATE TABLE ... AS, INSERT ... SELECT,
         ALTER TABLE ... RENAME; parsed only when the text may hold one), with their parameters bound."""
         if not LINEAGE_PATTERN.search(_LITERALS.sub(" ", query)):

@@ -219,7 +219,7 @@ class Planner:
             raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
                                 f"got {source.sql(DIALECT)!r}")
         frame = self._execute_df(query)
-        roles = self._input_roles(table_name, query, list(frame.columns))
+        roles = self._relation_roles(table_name, query, list(frame.columns))
         result = self.table_functions[name](self.ctx, frame, named, roles)
         temp = self._temp_table("tf", frame=result)
         alias = node.args.get("alias")
@@ -228,9 +228,9 @@ class Planner:
                                     this=exp.to_identifier(name, quoted=True)))
         node.replace(replacement)
 
-    def _input_roles(self, table_name: str | None, query: exp.Select, columns: list[str]) -> TableRoles:
-        """Roles of a table function's input: a table's declared roles; a view's, or derived from its definition;
-        a subquery's or CTE's derived from what it reads (as for human operators)."""
+    def _relation_roles(self, table_name: str | None, query: exp.Select, columns: list[str]) -> TableRoles:
+        """Roles of an operator's input: a table's declared roles; a view's, or derived from its definition; a
+        subquery's or CTE's (``table_name`` None) derived from what ``query`` reads."""
         con = self.ctx.con
         if table_name and relation_kind(con, table_name) == "table":
             return roles_of(con, table_name)
@@ -238,7 +238,7 @@ class Planner:
             roles = roles_of(con, table_name)
             if roles.quasi_identifiers or roles.protected or roles.core:
                 return roles
-        return self._derived_roles(query, columns, view_sql=_view_sql(con, table_name) if table_name else None)
+        return derived_roles(con, query, columns, view_sql=_view_sql(con, table_name) if table_name else None)
 
     # ----------------------------------------------------------------------------------- human operators
     def _run_scope(self, scope: exp.Select) -> None:
@@ -276,10 +276,9 @@ class Planner:
                 if kind == "view":
                     select = exp.select("*").from_(exp.to_table(name, quoted=True))
                     temp = self._materialize(item, select, alias)
-                    roles = roles_of(con, name)
-                    if not (roles.quasi_identifiers or roles.protected or roles.core):
-                        roles = self._derived_roles(select, _columns(con, temp), view_sql=_view_sql(con, name))
-                    return _Source(alias, temp, _columns(con, temp), _rename_roles(roles, temp))
+                    columns = _columns(con, temp)
+                    return _Source(alias, temp, columns, _rename_roles(self._relation_roles(name, select, columns),
+                                                                       temp))
                 raise UnknownColumnError(f"no table, view or CTE named {name!r}")
             query = self._with_context(exp.select("*").from_(exp.to_table(name, quoted=True)), scope)
         elif isinstance(item, exp.Subquery):
@@ -288,17 +287,13 @@ class Planner:
             query = self._with_context(exp.select("*").from_(item.copy()), scope)
         temp = self._materialize(item, query, alias)
         columns = _columns(con, temp)
-        return _Source(alias, temp, columns, _rename_roles(self._derived_roles(query, columns), temp))
+        return _Source(alias, temp, columns, _rename_roles(self._relation_roles(None, query, columns), temp))
 
     def _materialize(self, item: exp.Expression, query: exp.Select, alias: str) -> str:
         temp = self._temp_table("src", query=query)
         item.replace(exp.Table(this=exp.to_identifier(temp, quoted=True),
                                alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
         return temp
-
-    def _derived_roles(self, query: exp.Select, columns: list[str], view_sql: str | None = None) -> TableRoles:
-        """Roles of a derived relation (``lineage.derived_roles``: by name, conservatively)."""
-        return derived_roles(self.ctx.con, query, columns, view_sql)
 
     def _run_call(self, scope: exp.Select, call: exp.Anonymous, sources: list[_Source]) -> None:
         registry = self.ctx.registry

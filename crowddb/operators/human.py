@@ -6,6 +6,7 @@ back one answer per input row (tuple operators) or per group (group operators).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -444,18 +445,12 @@ class HumanOperatorRun:
         if len(hits):
             batch = self._batch(items, hits, layout)
             platform = self.ctx.platform
-            step = "publishing"
             keys = layout.merge(ident, on="item_id")
-            try:
+            with self._platform_errors(f"publishing {len(hits)} HITs (round {round_no})"):
                 platform.publish(batch, knowledge=knowledge)
-                self._record_posted(batch, keys)  # from here on they are paid for: on record before collecting
-                step = "collecting"
+            self._record_posted(batch, keys)  # from here on they are paid for: on record before collecting
+            with self._platform_errors(f"collecting {len(hits)} HITs (round {round_no})"):
                 got = platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update)
-            except CrowdDBError:
-                raise
-            except Exception as err:  # a real marketplace's own errors, named at our boundary
-                raise PlatformError(f"{op.name}: platform {platform.name!r} failed while {step} {len(hits)} HITs "
-                                    f"(round {round_no}): {type(err).__name__}: {err}") from err
             got.answers = got.answers.merge(layout, on=["hit_id", "item_no"]).merge(ident, on="item_id")
             self._record_collected(got.assignments, got.answers, self.op.reward, self.op.reward * self.op.fee)
             self._bought.append((batch, got, keys))
@@ -518,9 +513,7 @@ class HumanOperatorRun:
                 con.execute("UPDATE crowddb_runs SET hits = ?, assignments = ?, cached_items = ?, cost = ?, k = ?, "
                             "anonymizer = ?, status = ? WHERE run_id = ?", [*values, self.run_id])
             else:
-                con.execute("INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, "
-                            "cached_items, cost, k, anonymizer, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            [self.run_id, op.name, self.ctx.query, len(self.call.frame), *values])
+                self._insert_run(*values)
             if getattr(self, "metrics", None) is not None:
                 release_id = self.ctx.next_id("crowddb_releases", "release_id")
                 con.execute("INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, params, metrics) "
@@ -528,6 +521,26 @@ class HumanOperatorRun:
                             [release_id, self.run_id, op.anonymizer, int(op.k),
                              json.dumps({"quasi_identifiers": list(self.call.quasi_identifiers)}),
                              json.dumps(self.metrics, default=float)])
+
+    def _insert_run(self, hits: int, assignments: int, cached_items: int, cost: float, k: int, anonymizer: str,
+                    status: str) -> None:
+        """This run's row of crowddb_runs."""
+        self.ctx.con.execute(
+            "INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, cached_items, cost, k, "
+            "anonymizer, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [self.run_id, self.op.name, self.ctx.query, len(self.call.frame), hits, assignments, cached_items, cost,
+             k, anonymizer, status])
+
+    @contextlib.contextmanager
+    def _platform_errors(self, doing: str):
+        """A platform's own exceptions (a real marketplace's) become a PlatformError naming it and what it was doing."""
+        try:
+            yield
+        except CrowdDBError:
+            raise
+        except Exception as err:
+            raise PlatformError(f"{self.op.name}: platform {self.ctx.platform.name!r} failed while {doing}: "
+                                f"{type(err).__name__}: {err}") from err
 
     # ---------------------------------------------------------------------- purchases, recorded as they happen
     def _record_posted(self, batch: HitBatch, keys: pd.DataFrame) -> None:
@@ -542,10 +555,7 @@ class HumanOperatorRun:
         content = _content_sql(batch.published_columns, group=self.op.kind == "group")
         with registered(con, __crowd_h=hits, __crowd_i=items), transaction(con):
             if not self._reserved:
-                con.execute("INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, "
-                            "cached_items, cost, k, anonymizer, status) VALUES (?, ?, ?, ?, 0, 0, 0, 0, ?, ?, "
-                            "'running')", [self.run_id, self.op.name, self.ctx.query, len(self.call.frame),
-                                           int(self.op.k), self.op.anonymizer])
+                self._insert_run(0, 0, 0, 0.0, int(self.op.k), self.op.anonymizer, "running")
             con.execute("INSERT INTO crowddb_hits (hit_id, run_id, operator, question, domain, n_items, assignments, "
                         "reward, fee_rate, platform, status) SELECT hit_id, run_id, operator, question, domain, "
                         "n_items, assignments, reward, fee_rate, platform, status FROM __crowd_h")
@@ -581,16 +591,12 @@ class HumanOperatorRun:
         if not ids:
             return
         try:
-            got = platform.collect(ids)
+            with self._platform_errors(f"collecting {len(ids)} HITs posted by an earlier run"):
+                got = platform.collect(ids)
         except UnknownHITError:
             with registered(con, __crowd_d=pd.DataFrame({"hit_id": ids})):
                 con.execute("UPDATE crowddb_hits SET status = 'lost' WHERE hit_id IN (SELECT hit_id FROM __crowd_d)")
             return
-        except CrowdDBError:
-            raise
-        except Exception as err:
-            raise PlatformError(f"{self.op.name}: platform {platform.name!r} failed while collecting {len(ids)} HITs "
-                                f"posted by an earlier run: {type(err).__name__}: {err}") from err
         with registered(con, __crowd_d=pd.DataFrame({"hit_id": ids})):
             known = con.execute("SELECT i.hit_id, i.item_no, i.item_key, i.occurrence, h.reward, "
                                 "h.reward * h.fee_rate AS fee FROM crowddb_hit_items i JOIN crowddb_hits h "
