@@ -59,11 +59,13 @@ def method_options(cls: type[TruthMethod]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _route_options(cls: type[TruthMethod], perturb: str | None, options: Mapping[str, Any],
-                   method_kw: dict[str, Any], perturb_kw: dict[str, Any]) -> None:
-    """Send each option by name to the method's constructor or to the perturbation; unknown names are errors."""
+def _route_options(cls: type[TruthMethod], perturb: str | None, p_names: tuple[str, ...],
+                   options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(method options, perturbation options): each option by name to the perturbation (``p_names``) or to the
+    method's constructor; a name neither takes is an error listing what both take."""
     m_names = method_options(cls)
-    p_names = perturbation_options(perturb) if perturb is not None else ()
+    method_kw: dict[str, Any] = {}
+    perturb_kw: dict[str, Any] = {}
     for name, value in options.items():
         if name in p_names:
             perturb_kw[name] = tuple(value) if name == "bounds" and isinstance(value, list) else value
@@ -75,6 +77,7 @@ def _route_options(cls: type[TruthMethod], perturb: str | None, options: Mapping
                 f"TRUTH_DISCOVER: unknown option {name!r} for {where}; options of the method: {list(m_names)}"
                 + (f", of the perturbation: {list(p_names)}" if perturb is not None else "")
             )
+    return method_kw, perturb_kw
 
 
 def _columns(data: Any, object: str, source: str, value: str) -> tuple[Any, Any, Any]:
@@ -126,13 +129,13 @@ def discover(data: Any, object: str = "object", source: str = "source", value: s
     cls = resolve_method(name, kind)
     if perturb is None and (epsilon is not None or delta is not None):
         raise PrivacyError("epsilon/delta were given but no perturb mechanism; pass perturb='laplace'|'rr'|'mf'|'gaussian'")
-    perturb_kw = dict(perturb_options or {})
-    unknown = set(perturb_kw) - set(perturbation_options(perturb)) if perturb is not None else set(perturb_kw)
+    p_names = perturbation_options(perturb) if perturb is not None else ()
+    unknown = set(perturb_options or {}) - set(p_names)
     if unknown:
         raise ArgumentError(f"unknown perturb_options {sorted(unknown)} for perturb {perturb!r}"
-                            + (f"; it takes {list(perturbation_options(perturb))}" if perturb is not None else ""))
-    method_kw = dict(method_kw)
-    _route_options(cls, perturb, {**method_kw, **dict(options or {})}, method_kw, perturb_kw)
+                            + (f"; it takes {list(p_names)}" if perturb is not None else ""))
+    method_kw, routed = _route_options(cls, perturb, p_names, {**method_kw, **dict(options or {})})
+    perturb_kw = {**dict(perturb_options or {}), **routed}
     ans = encode_answers(objs, srcs, vals, "numeric" if perturb is not None and kind == "numeric" else cls.kind,
                          dropna=dropna, method=cls.name)
     privacy = None
