@@ -233,13 +233,33 @@ class CrowdDB:
         statements = self._crowd_statements(query) or []
         ctx = self._context(query, dry_run=True)
         planner = Planner(ctx, TABLE_FUNCTIONS)
-        for statement in statements:
-            bound = self._bind(statement, params)
-            self._check_binds(planner, bound)
-            self._rewrite(planner, bound)
+        rehearse = len(statements) > 1 and not in_transaction(self.con)
+        with _rolled_back(self.con, rehearse):
+            for i, statement in enumerate(statements):
+                bound = self._bind(statement, params)
+                try:
+                    self._check_binds(planner, bound)
+                except QueryError as err:
+                    if i == 0 or rehearse:
+                        raise
+                    raise QueryError(f"{err}\n(explain() inside an open transaction cannot rehearse the earlier "
+                                     "statements of the query, so this one cannot see what they create)") from None
+                rewritten = self._rewrite(planner, bound)
+                if rehearse and i < len(statements) - 1 and _rehearsable(rewritten):
+                    self._rehearse(rewritten, bound)
         plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
         self.last_plan = plan
         return plan
+
+    def _rehearse(self, rewritten: exp.Expression, bound: exp.Expression) -> None:
+        """Run a statement of a multi-statement query inside explain()'s rolled-back transaction, so the statements
+        after it are bound and estimated against the tables it creates or fills (crowd answers are NULL there)."""
+        try:
+            self.con.execute(rewritten.sql(DIALECT)).fetchall()
+        except duckdb.Error as err:
+            raise _query_error(err) from None
+        if is_tracked(bound):
+            self._carry_roles([bound])
 
     def _crowd_statements(self, query: str) -> list[exp.Expression] | None:
         """Parsed statements if ``query`` uses a crowd operator, else None (DuckDB gets the text untouched)."""
@@ -261,11 +281,17 @@ class CrowdDB:
 
     def _refuse_in_transaction(self, statements: list[exp.Expression]) -> None:
         """Crowd HITs are paid outside the database: a ROLLBACK could not take them back, only forget that they were
-        bought (and buy them again). So human operators do not run inside an explicit transaction."""
-        human = any(isinstance(n, exp.Anonymous) and n.name in self.registry for s in statements for n in s.walk())
-        if human and in_transaction(self.con):
-            raise QueryError("crowd operators publish paid HITs, which a ROLLBACK cannot take back: run this query "
-                             "outside BEGIN ... COMMIT (nothing was published)")
+        bought (and buy them again). So human operators do not run inside an explicit transaction, whether the caller
+        opened it before the query or the query's own text opens it (BEGIN ...; SELECT getposition(*) ...)."""
+        is_open = in_transaction(self.con)
+        for statement in statements:
+            if isinstance(statement, exp.Transaction):
+                is_open = True
+            elif isinstance(statement, (exp.Commit, exp.Rollback)):
+                is_open = False
+            elif is_open and any(isinstance(n, exp.Anonymous) and n.name in self.registry for n in statement.walk()):
+                raise QueryError("crowd operators publish paid HITs, which a ROLLBACK cannot take back: run this "
+                                 "query outside BEGIN ... COMMIT (nothing was published)")
 
     def _run(self, query: str, statements: list[exp.Expression], params: Any, final: str):
         self._refuse_in_transaction(statements)
@@ -279,6 +305,8 @@ class CrowdDB:
         result = None
         for i, statement in enumerate(statements):
             bound = self._bind(statement, params)
+            if i:  # a statement of the query may have opened a transaction in a way the text check cannot see
+                self._refuse_in_transaction([bound])
             self._check_binds(planner, bound)  # a typo fails here, before its operators publish or pay anything
             rewritten = self._rewrite(planner, bound).sql(DIALECT)
             last = i == len(statements) - 1
@@ -421,6 +449,31 @@ class CrowdDB:
     def last_report(self) -> list[dict[str, Any]]:
         """Privacy reports of the table functions of the last query (also in ``crowddb_releases``)."""
         return list(self.last_plan.reports) if self.last_plan else []
+
+
+# explain() runs (then rolls back) the statements that change the database's own contents, so the statements after
+# them see their effect; anything else (COPY TO a file, SET, ATTACH, secrets, transaction control, a SELECT) is not run
+_REHEARSED_KINDS = {"TABLE", "VIEW", "SCHEMA", "SEQUENCE", "INDEX", "MACRO", "FUNCTION", "TYPE"}
+
+
+def _rehearsable(statement: exp.Expression) -> bool:
+    """Does explain() run ``statement`` (in its rolled-back transaction) before estimating the next ones?"""
+    if isinstance(statement, (exp.Create, exp.Drop)):
+        return str(statement.args.get("kind") or "").upper() in _REHEARSED_KINDS
+    return isinstance(statement, (exp.Insert, exp.Update, exp.Delete, exp.Alter))
+
+
+@contextlib.contextmanager
+def _rolled_back(con: duckdb.DuckDBPyConnection, active: bool):
+    """A transaction around the block that is always rolled back (nothing when not ``active``)."""
+    if not active:
+        yield
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    finally:
+        con.execute("ROLLBACK")
 
 
 def _query_error(err: duckdb.Error) -> CrowdDBError:

@@ -371,7 +371,7 @@ class Planner:
                            budget=named.get("budget"), seed=named.get("seed"))
         answers, _plan = HumanOperatorRun(self.ctx, human).run()
         if answers is None:  # dry run: splice a typed NULL so outer operators can still be planned
-            call.replace(exp.cast(exp.null(), "VARCHAR"))
+            call.replace(answer_column(call, exp.cast(exp.null(), "VARCHAR")))
             return
         self._splice(scope, call, op.kind, frame, answers, sources, group_exprs, pushdown)
 

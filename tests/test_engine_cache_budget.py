@@ -210,3 +210,30 @@ def test_a_platforms_own_error_is_named_at_the_boundary(tmp_path):
         load(db)
         with pytest.raises(crowddb.errors.PlatformError, match=r"'acme' failed while collecting .*connection reset"):
             db.sql(QUERY)
+
+
+MULTI = ("CREATE TABLE young AS SELECT * FROM people WHERE age < 40; "
+         "SELECT id, getposition(*, k := 5) AS job FROM young")
+
+
+def test_explain_rehearses_earlier_statements_and_leaves_no_trace(db):
+    young = db.sql("SELECT count(*) FROM people WHERE age < 40").fetchall()[0][0]
+    before = db.sql("SELECT count(*) FROM crowddb_columns").fetchall()
+    plan = db.explain(MULTI)  # the SELECT reads a table only the CREATE makes
+    assert plan.operators[0].input_rows == young and plan.operators[0].k == 5
+    assert db.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'young'").fetchall() == [(0,)]
+    assert db.sql("SELECT count(*) FROM crowddb_columns").fetchall() == before  # roles carried, then rolled back
+    assert counts(db) == (0, 0, 0)
+    out = db.sql(MULTI).df()
+    assert len(out) == young and db.last_plan.operators[0].estimated_cost == plan.operators[0].estimated_cost
+
+
+def test_connection_budget_admits_a_query_whose_later_statement_reads_an_earlier_ones_table(perfect_crowd):
+    with crowddb.connect(platform=perfect_crowd, seed=3, budget=5.0, progress=False) as db:
+        load(db)
+        assert len(db.sql(MULTI).df()) == db.sql("SELECT count(*) FROM young").fetchall()[0][0]
+        with pytest.raises(BudgetExceededError):  # still refused when the rehearsed estimate is over budget
+            db.sql("CREATE TABLE y2 AS SELECT * FROM people; "
+                   "SELECT getposition(age) AS a, getposition(edu) AS b, getposition(zip) AS c, "
+                   "getposition(sex) AS d FROM y2")
+        assert db.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'y2'").fetchall() == [(0,)]

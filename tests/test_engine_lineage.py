@@ -168,3 +168,13 @@ def test_a_column_equated_with_a_declared_one_takes_its_roles(db, crowd, query, 
     for col in generalized:  # equal to a quasi-identifier: generalized with it; no raw zip where p.zip is hidden
         mixed = ~items["p.zip"].isin(raw)
         assert mixed.any() and not items.loc[mixed, col].isin(raw).any()
+
+
+def test_a_crowd_statement_after_a_begin_in_the_same_query_is_refused_before_anything_runs(db, crowd):
+    with pytest.raises(crowddb.errors.QueryError, match="ROLLBACK cannot take back"):
+        db.sql("BEGIN TRANSACTION; CREATE TABLE early AS SELECT 1 AS n; SELECT id, getposition(*) FROM people; COMMIT")
+    assert crowd.published == []
+    assert not crowddb._duck.in_transaction(db.con)  # nothing ran: no transaction left open, no table made
+    assert db.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'early'").fetchall() == [(0,)]
+    out = db.sql("BEGIN TRANSACTION; CREATE TABLE early AS SELECT 1 AS n; COMMIT; SELECT id, getposition(*) FROM people")
+    assert len(out.fetchall()) == 60  # a BEGIN ... COMMIT before the crowd statement is fine
