@@ -120,6 +120,7 @@ class HumanOperatorRun:
         self._reserved = False  # this run's crowddb_runs row was written with its first purchase
         self._fka_tuples = 0
         self._fka_estimate = 0
+        self._awaited: dict[str, int] = {}  # dry run: HITs an earlier run posted (-> assignments), to collect
 
     # ----------------------------------------------------------------------------------------------- set-up
     def _domain(self) -> tuple[str, ...] | None:
@@ -290,7 +291,13 @@ class HumanOperatorRun:
             self._collect_outstanding(items)
         cached = self._cached(items)
         have = cached.groupby(["item_key", "occurrence"]).size()
-        return (cached, have, *self._hits(items, have, round_no))
+        expected = have
+        if self.ctx.dry_run:  # a run collects HITs an earlier run posted for these items; it does not buy them again
+            posted = self._outstanding_hits(items)
+            self._awaited.update(zip(posted["hit_id"], posted["assignments"].astype(int)))
+            pending = posted.groupby(["item_key", "occurrence"])["assignments"].sum()
+            expected = have.add(pending, fill_value=0).astype(np.int64)
+        return (cached, have, *self._hits(items, expected, round_no))
 
     def _hits(self, items: pd.DataFrame, have: pd.Series, round_no: int) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Pack items that still need answers into HITs of at most N tuples; one HIT layout per missing count.
@@ -365,6 +372,9 @@ class HumanOperatorRun:
             notes.append(f"FKA sampling estimated at {self._fka_estimate} synthetic tuples; NCP is Mondrian's")
         if self._fka_tuples:
             notes.append(f"FKA asked about {self._fka_tuples} synthetic tuples (identical ones answered once)")
+        if self._awaited:
+            notes.append(f"{len(self._awaited)} HITs ({sum(self._awaited.values())} assignments) posted by an earlier "
+                         "run will be collected, not bought again")
         lower, upper = self._accuracy_bounds() if call.quasi_identifiers else (None, None)
         plan = OperatorPlan(
             operator=op.name, kind=op.kind, input_rows=len(call.frame), items=n_items, cached_items=cached_items,
@@ -578,16 +588,21 @@ class HumanOperatorRun:
                         "SELECT assignment_id, hit_id, worker_id, reward, fee FROM __crowd_p")
             con.execute("UPDATE crowddb_hits SET status = 'completed' WHERE hit_id IN (SELECT hit_id FROM __crowd_d)")
 
+    def _outstanding_hits(self, items: pd.DataFrame) -> pd.DataFrame:
+        """HITs an earlier run posted for these items and never collected: hit_id, item_key, occurrence, assignments."""
+        need = items.drop_duplicates("item_id")[["item_key", "occurrence"]]
+        with registered(self.ctx.con, __crowd_need=need):
+            return self.ctx.con.execute(
+                "SELECT h.hit_id, i.item_key, i.occurrence, h.assignments FROM crowddb_hits h "
+                "JOIN crowddb_hit_items i USING (hit_id) JOIN __crowd_need n USING (item_key, occurrence) "
+                "WHERE h.status = 'published' AND h.operator = ? AND h.platform = ? ORDER BY h.hit_id",
+                [self.op.name, self.ctx.platform.name]).df()
+
     def _collect_outstanding(self, items: pd.DataFrame) -> None:
         """Collect HITs an earlier run posted for these items but never collected (it failed or was stopped), so
         their answers are not bought twice; HITs the platform no longer knows are recorded as lost."""
         con, platform = self.ctx.con, self.ctx.platform
-        need = items.drop_duplicates("item_id")[["item_key", "occurrence"]]
-        with registered(con, __crowd_need=need):
-            ids = [r[0] for r in con.execute(
-                "SELECT DISTINCT h.hit_id FROM crowddb_hits h JOIN crowddb_hit_items i USING (hit_id) "
-                "JOIN __crowd_need n USING (item_key, occurrence) WHERE h.status = 'published' AND h.operator = ? "
-                "AND h.platform = ? ORDER BY h.hit_id", [self.op.name, platform.name]).fetchall()]
+        ids = pd.unique(self._outstanding_hits(items)["hit_id"]).tolist()
         if not ids:
             return
         try:
