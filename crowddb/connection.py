@@ -26,7 +26,7 @@ from .errors import (
     UnknownOperatorError,
 )
 from .operators.context import OperatorContext
-from .operators.human import OperatorPlan
+from .operators.human import NOT_ESTIMATED, OperatorPlan
 from .operators.table_functions import TABLE_FUNCTIONS
 from .lineage import LINEAGE_PATTERN, follow, is_tracked
 from .planner import DIALECT, Planner, answer_column, parse
@@ -71,6 +71,9 @@ class QueryPlan:
             lines.append(f"{p.operator} ({p.kind}): {p.input_rows} rows -> {p.items} items, {p.cached_items} cached; "
                          f"{p.hits} HITs, {p.assignments} assignments, est. ${p.estimated_cost:,.2f}"
                          + (f" (budget ${p.budget:,.2f})" if p.budget is not None else ""))
+            if p.anonymizer == NOT_ESTIMATED:
+                lines.append(f"    not estimated: {p.note}")
+                continue
             privacy = f"k={p.k}, anonymizer={p.anonymizer}" if p.k else "no quasi-identifier published"
             if p.ncp is not None:
                 privacy += f", NCP={p.ncp:.2f}%"

@@ -21,7 +21,7 @@ from .catalog import TableRoles, roles_of
 from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
 from .lineage import DIALECT, derived_roles, relation_kind
 from .operators.context import OperatorContext
-from .operators.human import GROUP_ID, KEY, ROW_ID, TRUTH, HumanInput, HumanOperatorRun
+from .operators.human import GROUP_ID, KEY, ROW_ID, TRUTH, HumanInput, HumanOperatorRun, NOT_ESTIMATED, OperatorPlan
 from .operators.table_functions import TableFunction
 from .udf import OVERRIDES
 
@@ -369,9 +369,17 @@ class Planner:
         human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
                            kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
                            budget=named.get("budget"), seed=named.get("seed"))
-        answers, _plan = HumanOperatorRun(self.ctx, human).run()
+        if self.ctx.dry_run and frame.empty and self.ctx.placeholders:
+            self.ctx.plans.append(OperatorPlan(
+                operator=op.name, kind=op.kind, input_rows=0, items=0, cached_items=0, hits=0, assignments=0,
+                estimated_cost=0.0, budget=None, k=None, anonymizer=NOT_ESTIMATED,
+                note="its input depends on answers of an earlier operator, which a dry run does not buy"))
+            answers = None
+        else:
+            answers, _plan = HumanOperatorRun(self.ctx, human).run()
         if answers is None:  # dry run: splice a typed NULL so outer operators can still be planned
             call.replace(answer_column(call, exp.cast(exp.null(), "VARCHAR")))
+            self.ctx.placeholders = True
             return
         self._splice(scope, call, op.kind, frame, answers, sources, group_exprs, pushdown)
 

@@ -239,3 +239,30 @@ def test_connection_budget_admits_a_query_whose_later_statement_reads_an_earlier
                    "SELECT getposition(age) AS a, getposition(edu) AS b, getposition(zip) AS c, "
                    "getposition(sex) AS d FROM y2")
         assert db.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'y2'").fetchall() == [(0,)]
+
+
+PICKED = ("WITH best AS (SELECT edu, getcandidate(*, 'teacher') AS pick FROM people GROUP BY edu) "
+          "SELECT p.id, getposition(p.*) AS job FROM people p JOIN best b ON b.pick = p.id")
+
+
+def test_an_operator_whose_input_depends_on_earlier_answers_is_marked_not_estimated(perfect_crowd):
+    with crowddb.connect(platform=perfect_crowd, seed=3, budget=5.0, progress=False) as db:
+        load(db)
+        plan = db.explain(PICKED)  # the dry run has no picks, so the join is empty: not an error, not a $0 promise
+        first, second = plan.operators
+        assert first.operator == "getcandidate" and first.hits > 0
+        assert second.anonymizer == "not estimated" and "not estimated: its input depends" in str(plan)
+        out = db.sql(PICKED).df()  # the budgeted run is not refused; it asks about the picked rows
+        assert len(out) == db.sql("SELECT count(DISTINCT edu) FROM people").fetchall()[0][0]
+        assert db.last_plan.operators[1].items == len(out)
+        with pytest.raises(crowddb.errors.EmptyInputError):  # an input that is empty by itself is still an error
+            db.explain("SELECT getposition(*) FROM people WHERE age < 0")
+
+
+def test_the_budget_still_binds_an_operator_the_dry_run_could_not_estimate(perfect_crowd):
+    with crowddb.connect(platform=perfect_crowd, seed=3, budget=1.5, progress=False) as db:
+        load(db)
+        assert db.explain(PICKED).estimated_cost == pytest.approx(1.30)  # only getcandidate's HIT is known
+        with pytest.raises(BudgetExceededError, match=r"\$0\.20"):  # $1.50 - $1.30 left for getposition's $1.30
+            db.sql(PICKED)
+        assert db.sql("SELECT operator, status FROM crowddb_runs").fetchall() == [("getcandidate", "completed")]

@@ -79,3 +79,17 @@ def test_padded_z_keeps_release_order_and_units():
     Z = bench.padded_z(rows, pd.Index(["a", "b", "c"]), pd.Series({"a": 10.0, "b": 5.0, "c": 0.0}),
                        pd.Series({"a": 2.0, "b": 1.0, "c": 1.0}), 2)
     assert np.allclose(Z[0], [1.0, -1.0]) and Z[1, 0] == 0.0 and np.isnan(Z[1, 1]) and np.isnan(Z[2]).all()
+
+
+def test_by_claim_count_groups_every_object_once():
+    rng = np.random.default_rng(0)
+    n = np.r_[np.full(3, 2), np.full(4, 6)]  # 3 objects with 2 claims, 4 with 6
+    obj = np.repeat(np.arange(n.size), n)
+    df = pd.DataFrame({"object": obj, "source": rng.integers(0, 8, obj.size),
+                       "value": np.round(100 + rng.normal(0, 2, obj.size), 1)})
+    tau = pd.Series(100.0, index=np.arange(n.size))
+    table = bench.by_claim_count(df, tau, tau.index, [1])
+    assert table["objects"].to_dict() == {"2": 3, "5-9": 4}
+    assert list(table.columns) == ["objects", "PrisCrowd", "Global", "Uniform", "PrisCrowd(g mean)"]
+    assert (table.drop(columns="objects").to_numpy() > 0).all()
+    assert (table.drop(columns="objects").to_numpy() < 2 * bench.G0 * table[["objects"]].to_numpy()).all()

@@ -53,6 +53,9 @@ class HumanInput:
     seed: int | None = None
 
 
+NOT_ESTIMATED = "not estimated"  # OperatorPlan.anonymizer of an operator a dry run could not plan (see note)
+
+
 @dataclasses.dataclass
 class OperatorPlan:
     """What one operator call posts (or would post) and under which privacy parameters; the row of explain()."""
