@@ -107,7 +107,7 @@ def test_posted_hits_are_on_record_before_collecting_and_are_collected_not_repos
         assert hit_status(db) == [("published", 1)]
         assert db.sql("SELECT status FROM crowddb_runs").fetchall() == [("failed",)]
         plan = db.explain("SELECT getposition(age, edu) AS p FROM people")  # the posted HIT is awaited, not re-priced
-        assert (plan.hits, plan.estimated_cost) == (0, 0) and "1 HITs (5 assignments) posted by an earlier run" in str(plan)
+        assert (plan.hits, plan.estimated_cost) == (0, 0) and "1 HIT (5 assignments) posted by an earlier run" in str(plan)
         got = db.sql("SELECT getposition(age, edu) AS p FROM people").df()  # the outage is over
         assert crowd.posted == 1 and got["p"].notna().all()  # collected, not posted (and paid) again
         assert hit_status(db) == [("completed", 1)] and counts(db) == (1, 300, 5)  # 60 rows x 5; 5 paid

@@ -376,8 +376,9 @@ class HumanOperatorRun:
         if self._fka_tuples:
             notes.append(f"FKA asked about {self._fka_tuples} synthetic tuples (identical ones answered once)")
         if self._awaited:
-            notes.append(f"{len(self._awaited)} HITs ({sum(self._awaited.values())} assignments) posted by an earlier "
-                         "run will be collected, not bought again")
+            n = len(self._awaited)
+            notes.append(f"{n} HIT{'s' if n > 1 else ''} ({sum(self._awaited.values())} assignments) posted by an "
+                         "earlier run will be collected, not bought again")
         lower, upper = self._accuracy_bounds() if call.quasi_identifiers else (None, None)
         plan = OperatorPlan(
             operator=op.name, kind=op.kind, input_rows=len(call.frame), items=n_items, cached_items=cached_items,
