@@ -204,15 +204,15 @@ def by_claim_count(df: pd.DataFrame, tau: pd.Series, objects: pd.Index, seeds: l
     rules = {"PrisCrowd": {}, "Global": {"weights": "global"}, "Uniform": {"weights": "uniform"},
              "PrisCrowd(g mean)": {"global_loss": "mean"}}
     n = df.groupby("object").size().reindex(objects)
-    out = {}
-    for label, kw in rules.items():
-        runs = []
-        for seed in seeds:
-            args = {"m": 30, "k": 5, "gamma": 4.0, "epsilon0": 1.0, "seed": seed, "small_objects": "release"}
-            h = synthesize(df["object"], df["source"], df["value"], **args).report.set_index("object")["bandwidth"]
-            r = synthesize(df["object"], df["source"], df["value"], **args, **kw)
-            runs.append(ise_rows(padded_z(r.rows, objects, tau, h, 30)))
-        out[label] = np.mean(runs, axis=0)
+    runs: dict[str, list[np.ndarray]] = {label: [] for label in rules}
+    for seed in seeds:
+        args = {"m": 30, "k": 5, "gamma": 4.0, "epsilon0": 1.0, "seed": seed, "small_objects": "release"}
+        default = synthesize(df["object"], df["source"], df["value"], **args)  # its bandwidths: the reference's h
+        h = default.report.set_index("object")["bandwidth"]
+        for label, kw in rules.items():
+            r = synthesize(df["object"], df["source"], df["value"], **args, **kw) if kw else default
+            runs[label].append(ise_rows(padded_z(r.rows, objects, tau, h, 30)))
+    out = {label: np.mean(v, axis=0) for label, v in runs.items()}
     groups = pd.cut(n.to_numpy(), [0, 1, 2, 3, 4, 9, np.inf], labels=["1", "2", "3", "4", "5-9", ">=10"])
     table = pd.DataFrame(out).groupby(groups, observed=True).sum()
     table.insert(0, "objects", pd.Series(groups).value_counts().reindex(table.index))

@@ -286,13 +286,16 @@ class CrowdDB:
         """Crowd HITs are paid outside the database: a ROLLBACK could not take them back, only forget that they were
         bought (and buy them again). So human operators do not run inside an explicit transaction, whether the caller
         opened it before the query or the query's own text opens it (BEGIN ...; SELECT getposition(*) ...)."""
+        human = [any(isinstance(n, exp.Anonymous) and n.name in self.registry for n in s.walk()) for s in statements]
+        if not any(human):
+            return
         is_open = in_transaction(self.con)
-        for statement in statements:
+        for statement, asks in zip(statements, human):
             if isinstance(statement, exp.Transaction):
                 is_open = True
             elif isinstance(statement, (exp.Commit, exp.Rollback)):
                 is_open = False
-            elif is_open and any(isinstance(n, exp.Anonymous) and n.name in self.registry for n in statement.walk()):
+            elif is_open and asks:
                 raise QueryError("crowd operators publish paid HITs, which a ROLLBACK cannot take back: run this "
                                  "query outside BEGIN ... COMMIT (nothing was published)")
 

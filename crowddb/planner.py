@@ -369,7 +369,9 @@ class Planner:
         human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
                            kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
                            budget=named.get("budget"), seed=named.get("seed"))
-        if self.ctx.dry_run and frame.empty and self.ctx.placeholders:
+        # in a dry run every planned human operator's answers are NULL (spliced below), so once one has been planned
+        # a later input may be empty only because it filters or joins on those answers
+        if self.ctx.dry_run and frame.empty and self.ctx.plans:
             self.ctx.plans.append(OperatorPlan(
                 operator=op.name, kind=op.kind, input_rows=0, items=0, cached_items=0, hits=0, assignments=0,
                 estimated_cost=0.0, budget=None, k=None, anonymizer=NOT_ESTIMATED,
@@ -379,7 +381,6 @@ class Planner:
             answers, _plan = HumanOperatorRun(self.ctx, human).run()
         if answers is None:  # dry run: splice a typed NULL so outer operators can still be planned
             call.replace(answer_column(call, exp.cast(exp.null(), "VARCHAR")))
-            self.ctx.placeholders = True
             return
         self._splice(scope, call, op.kind, frame, answers, sources, group_exprs, pushdown)
 

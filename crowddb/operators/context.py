@@ -26,9 +26,6 @@ class OperatorContext:
     spent: float = 0.0
     plans: list = dataclasses.field(default_factory=list)  # OperatorPlan of every operator, in run order
     reports: list = dataclasses.field(default_factory=list)  # privacy/quality reports of table functions
-    # dry run: an operator's answers were replaced by NULL, so a later operator's input may be empty or smaller
-    # than it will be (it filters or joins on those answers)
-    placeholders: bool = False
 
     def next_id(self, table: str, column: str) -> int:
         """Next integer id of a catalog table (run ids, release ids)."""
