@@ -16,6 +16,10 @@ Behaviour at the edges (tested in tests/test_anonymize_errors.py):
 Method options: datafly/incognito take max_suppressed (default k) and bands (numeric interval hierarchy, default
 16 bands at the first level); incognito also max_evaluations (20,000) and max_lattice (2,000,000 nodes). fka takes ask (required), sample_ratio (0.10),
 cell_limit (200) and min_samples (Definition 3; default max(2, ceil(k * sample_ratio))).
+- shared=[columns] (a subset of the QIs; mondrian, datafly, incognito): rows with equal values on all shared columns
+  get the same label on each of them, so a group operator publishing a group's rows together leaks nothing by their
+  intersection; every class stays >= k rows (crowddb/anonymize/shared.py). Not a QI or unknown: ArgumentError;
+  with 'fka': ArgumentError. Without it, releases are exactly those of the plain methods.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pandas as pd
 from crowddb.anonymize.encoding import encode, validate
 from crowddb.anonymize.generalize import Release, release_from_groups
 from crowddb.anonymize.mondrian import mondrian_groups
+from crowddb.anonymize.shared import check_shared, shared_ids, shared_mondrian, validate_shared
 from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
 
 METHODS = ("mondrian", "datafly", "incognito", "fka")
@@ -63,15 +68,25 @@ def _as_frame(data) -> pd.DataFrame:
 def anonymize(frame: pd.DataFrame, quasi_identifiers: list[str], k: int, *, method: str = "mondrian",
               strict: bool = True, sensitive: str | None = None, l: int | None = None,
               hierarchies: dict | None = None, kinds: dict[str, str] | None = None, seed=None,
-              **method_options) -> Release:
+              shared: list[str] | None = None, **method_options) -> Release:
     """k-anonymous release of ``frame`` over ``quasi_identifiers`` with the chosen method; see module docs."""
     frame = _as_frame(frame)
     qis = [quasi_identifiers] if isinstance(quasi_identifiers, str) else list(quasi_identifiers)
     if method not in METHODS:
         raise ArgumentError(f"unknown anonymization method {method!r}; choose one of {METHODS}")
     validate(frame, qis, k)
+    shared = validate_shared(shared, qis, frame.columns)
+    if "shared_groups" in method_options:  # internal: derived from ``shared``
+        raise ArgumentError("unknown option 'shared_groups'; pass shared=[columns]")
+    if shared and method == "fka":
+        raise ArgumentError(f"shared={shared} is not supported by method 'fka' (its phase-1 partitions cut shared "
+                            "columns between equal values); use 'mondrian', 'datafly' or 'incognito'")
     enc = encode(frame, qis, kinds, hierarchies)
     sens = _sensitive_codes(frame, sensitive, l, qis)
+    if shared:
+        release = _anonymize_shared(frame, enc, int(k), method, shared, strict, sens, l, method_options)
+        check_shared(release, shared_ids(enc.codes, [qis.index(s) for s in shared]), shared, int(k))
+        return release
     if method == "mondrian":
         if method_options:
             raise ArgumentError(f"unknown option(s) for mondrian: {sorted(method_options)}")
@@ -92,3 +107,28 @@ def anonymize(frame: pd.DataFrame, quasi_identifiers: list[str], k: int, *, meth
     from crowddb.anonymize.incognito import incognito
 
     return incognito(frame, enc, int(k), **method_options)
+
+
+def _anonymize_shared(frame: pd.DataFrame, enc, k: int, method: str, shared: list[str], strict: bool, sens, l,
+                      method_options: dict) -> Release:
+    """Release whose shared columns are generalized per shared group (crowddb/anonymize/shared.py)."""
+    if method == "mondrian":
+        if method_options:
+            raise ArgumentError(f"unknown option(s) for mondrian: {sorted(method_options)}")
+        groups, lo, hi, figures = shared_mondrian(enc, k, shared, strict=strict, sensitive=sens, l=l)
+        name = "mondrian" if strict else "mondrian-relaxed"
+        return release_from_groups(frame, enc, groups, k, name,
+                                   {"l": l, "strict": strict, "shared": list(shared), **figures}, (lo, hi))
+    if l is not None:
+        raise ArgumentError(f"l-diversity is supported by mondrian and fka, not {method}")
+    sid = shared_ids(enc.codes, [enc.qis.index(s) for s in shared])
+    if method == "datafly":
+        from crowddb.anonymize.datafly import datafly
+
+        release = datafly(frame, enc, k, shared_groups=sid, **method_options)
+    else:
+        from crowddb.anonymize.incognito import incognito
+
+        release = incognito(frame, enc, k, shared_groups=sid, **method_options)
+    release.metrics["shared"] = list(shared)
+    return release

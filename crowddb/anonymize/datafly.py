@@ -12,13 +12,13 @@ from crowddb.errors import ArgumentError
 
 
 def datafly(frame: pd.DataFrame, enc: Encoding, k: int, *, max_suppressed: int | None = None,
-            bands: int = 16) -> Release:
+            bands: int = 16, shared_groups: np.ndarray | None = None) -> Release:
     """Generalize the QI with most distinct values until at most ``max_suppressed`` rows (default k, Sweeney's rule)
     sit in classes smaller than k, then suppress those rows ('*' in every QI, one class of >= k rows)."""
     limit = k if max_suppressed is None else int(max_suppressed)
     if limit < 0:
         raise ArgumentError(f"max_suppressed must be >= 0, got {max_suppressed}")
-    fd = FullDomain(enc, bands)
+    fd = FullDomain(enc, bands, shared_groups)
     node = np.zeros(len(enc.qis), np.int64)
     while True:
         sup = fd.suppression(node, k, limit)

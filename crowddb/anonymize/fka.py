@@ -1,4 +1,6 @@
-"""Feedback-guided k-anonymity (FKA, §4): crowd answers on synthetic samples steer Mondrian's first cuts."""
+"""Feedback-guided k-anonymity (FKA, §4): crowd answers on synthetic samples steer Mondrian's first cuts.
+
+Departure from the paper: samples are not published raw when they would single out real people (samples.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from crowddb._random import make_rng
 from crowddb.anonymize.encoding import Encoding
 from crowddb.anonymize.generalize import Release, release_from_groups
 from crowddb.anonymize.mondrian import mondrian_groups
+from crowddb.anonymize.samples import SampleGuard
 from crowddb.anonymize.synth import copula_samples
 from crowddb.errors import ArgumentError
 
@@ -19,16 +22,21 @@ Ask = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 class CountingAsk:
-    """Wraps the crowd callback: validates each answer vector and counts every tuple published."""
+    """Wraps the crowd callback: protects each box (``guard``), validates each answer vector and counts every tuple
+    published."""
 
-    def __init__(self, ask: Ask) -> None:
+    def __init__(self, ask: Ask, guard: SampleGuard | None = None) -> None:
         """Keep the callback; nothing published yet."""
         if not callable(ask):
             raise ArgumentError("method='fka' needs ask=callable(lo, hi) -> one answer per tuple")
-        self.ask, self.tuples, self.calls = ask, 0, 0
+        self.ask, self.guard, self.tuples, self.calls = ask, guard, 0, 0
 
     def __call__(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Publish len(lo) tuples (boxes in the numeric QI coding) and return one integer answer per tuple."""
+        if self.guard is not None:
+            # not in the paper (§4.1 calls samples dummy records): a box holding 1..k-1 real rows is widened to
+            # hold >= k, and the answer on the widened box stands for the sample
+            lo, hi, _ = self.guard(lo, hi)
         out = np.asarray(self.ask(lo, hi))
         if out.shape != (len(lo),) or not np.issubdtype(out.dtype, np.integer):
             raise ArgumentError(f"ask must return {len(lo)} integer answers, got shape {out.shape} dtype {out.dtype}")
@@ -187,8 +195,9 @@ def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, s
         cell_limit: int = 200, min_samples: int | None = None, strict: bool = True,
         sensitive: np.ndarray | None = None, l: int | None = None, seed=None) -> Release:
     """FKA end to end: copula samples -> crowd truth -> feedback histogram -> crowd feedback -> adaptive
-    partitioning -> Mondrian inside each partition. Every crowd tuple goes through ``ask`` and is counted."""
-    crowd = CountingAsk(ask)
+    partitioning -> Mondrian inside each partition. Every crowd tuple goes through ``ask`` and is counted, after
+    SampleGuard widened each box that would single out 1..k-1 real rows (crowddb/anonymize/samples.py)."""
+    crowd = CountingAsk(ask, SampleGuard(enc, k))
     if not 0 < sample_ratio <= 1:
         raise ArgumentError(f"sample_ratio must be in (0, 1], got {sample_ratio}")
     if int(cell_limit) < 1:
@@ -201,6 +210,7 @@ def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, s
     samples = copula_samples(enc.codes, n_s, rng)  # dummy records, never real rows
     pts = np.stack([scale[j][samples[:, j]] for j in range(d)], axis=1)
     truth_raw = crowd(pts, pts)  # §4.1: answers on the raw samples are the ground truth
+    widened_raw = crowd.guard.widened
     labels, truth = np.unique(truth_raw, return_inverse=True)
     n_ans = len(labels)
     min_s = max(2, int(np.ceil(k * sample_ratio))) if min_samples is None else int(min_samples)
@@ -227,5 +237,6 @@ def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, s
     est = sum(a * w for a, w in (_accuracy(grid, plo, phi) for plo, phi in parts))
     extra = {"crowd_tuples": crowd.tuples, "crowd_calls": crowd.calls, "n_samples": n_s,
              "n_cells": int(grid.tuples.size), "n_partitions": len(parts), "estimated_accuracy": est,
-             "sample_ratio": sample_ratio, "cell_limit": int(cell_limit), "l": l, "strict": strict}
+             "sample_ratio": sample_ratio, "cell_limit": int(cell_limit), "l": l, "strict": strict,
+             "samples_widened": crowd.guard.widened, "samples_widened_raw": widened_raw}
     return release_from_groups(frame, enc, groups, k, "fka", extra, (glo, ghi))

@@ -123,9 +123,11 @@ def class_keys(cols: list[np.ndarray], cards: list[int]) -> np.ndarray:
 class FullDomain:
     """Evaluates full-domain generalization vectors (one level per QI) on an encoded table."""
 
-    def __init__(self, enc: Encoding, bands: int = 16) -> None:
-        """Build every QI's ladder and the per-row class ids at each level."""
+    def __init__(self, enc: Encoding, bands: int = 16, shared_groups: np.ndarray | None = None) -> None:
+        """Build every QI's ladder and the per-row class ids at each level. ``shared_groups``: id per row of its
+        values on the shared columns (crowddb/anonymize/shared.py); suppression then takes whole groups."""
         self.enc = enc
+        self.shared_groups = shared_groups
         self.ladders = [build_ladder(enc.columns[q], bands) for q in enc.qis]
         self.heights = np.array([lad.height for lad in self.ladders])
         self.n = len(enc.codes)
@@ -162,6 +164,8 @@ class FullDomain:
         """
         ids, sizes = self.classes(node)
         small = sizes[ids] < k
+        if self.shared_groups is not None:
+            return self._group_suppression(ids, small, k, limit)
         out = int(small.sum())
         if out == 0:
             return small
@@ -174,6 +178,30 @@ class FullDomain:
                 return None
             small[np.flatnonzero(ids == big)[:need]] = True
         return small
+
+    def _group_suppression(self, ids: np.ndarray, small: np.ndarray, k: int, limit: int) -> np.ndarray | None:
+        """suppression() when rows of one shared group must share their labels: a group is suppressed whole or not
+        at all. Suppressing whole groups can leave other classes below k, so this repeats until no published class
+        is below k; if fewer than k rows end up suppressed, whole groups of the largest class join them."""
+        sg = self.shared_groups
+        n_sg, n_c = int(sg.max()) + 1, int(ids.max()) + 1
+        while True:
+            touched = np.zeros(n_sg, bool)
+            touched[sg[small]] = True
+            grown = touched[sg]
+            left = np.bincount(ids[~grown], minlength=n_c)
+            grown |= left[ids] < k
+            out = int(grown.sum())
+            if out > limit:
+                return None
+            if out == 0 or (out >= k and (grown == small).all()):
+                return grown
+            if (grown == small).all():  # closed, but fewer than k rows suppressed: take more from the largest class
+                big = int(np.argmax(np.where(left > 0, left, -1)))
+                if left[big] == 0:
+                    return None
+                grown |= sg == sg[np.flatnonzero((ids == big) & ~grown)[0]]
+            small = grown
 
     def ncp(self, node, suppressed: int = 0) -> float:
         """NCP (%) of a node: suppressed rows count as fully generalized in every QI."""

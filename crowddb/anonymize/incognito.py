@@ -39,12 +39,13 @@ def _pair_tables(fd: FullDomain, lo: np.ndarray, k: int, limit: int) -> dict:
 
 
 def incognito(frame: pd.DataFrame, enc: Encoding, k: int, *, max_suppressed: int | None = None, bands: int = 16,
-              max_evaluations: int = 20000, max_lattice: int = 2_000_000) -> Release:
+              max_evaluations: int = 20000, max_lattice: int = 2_000_000,
+              shared_groups: np.ndarray | None = None) -> Release:
     """Search the generalization lattice bottom-up with subset pruning (single QIs, then pairs) and
     generalization tagging; among the minimal k-anonymous nodes (suppression budget ``max_suppressed`` rows,
     default k as for Datafly) publish the one with the lowest NCP."""
     limit = k if max_suppressed is None else int(max_suppressed)
-    fd = FullDomain(enc, bands)
+    fd = FullDomain(enc, bands, shared_groups)
     d = len(enc.qis)
     lo = np.zeros(d, np.int64)
     for j in range(d):  # subset property on single QIs: the lowest level at which QI j alone is k-anonymous
