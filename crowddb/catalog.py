@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 import duckdb
 from sqlglot import exp
 
-from . import _duck
+from . import _duck, _sql
 from ._resources import catalog_ddl
 from .errors import ArgumentError, PrivacyError, UnknownColumnError
 
@@ -54,13 +54,19 @@ def resolve_table(con: duckdb.DuckDBPyConnection, table: str) -> str:
 
 
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
-    """Column names of a table, in order."""
-    rows = con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index",
-                       [table]).fetchall()
-    if not rows:  # a view
-        rel = con.table(table)
-        return list(rel.columns)
-    return [r[0] for r in rows]
+    """Column names of a table or view, in order (the name is a name: never parsed, never split at dots)."""
+    rows = con.execute("SELECT column_name FROM duckdb_columns() WHERE lower(table_name) = lower(?) "
+                       "ORDER BY column_index", [table]).fetchall()  # DuckDB names are case-insensitive
+    if rows:
+        return [r[0] for r in rows]
+    # a view whose columns DuckDB does not list: ask what SELECT * sees. Only for a relation that exists: DuckDB reads
+    # a missing name that looks like a file ("x.csv") from the file, and a name is never a file here.
+    exists = con.execute("SELECT 1 FROM duckdb_views() WHERE lower(view_name) = lower(?) UNION ALL "
+                         "SELECT 1 FROM duckdb_tables() WHERE lower(table_name) = lower(?)", [table, table]).fetchall()
+    if not exists:
+        raise UnknownColumnError(f"no table or view named {table!r}")
+    describe = exp.Describe(this=_sql.select_all(table))
+    return [r[0] for r in con.execute(describe.sql(_sql.DIALECT)).fetchall()]
 
 
 def _resolve_columns(names: Iterable[str], columns: list[str], table: str, role: str) -> list[str]:
@@ -117,13 +123,13 @@ def declare_roles(con: duckdb.DuckDBPyConnection, table: str, *, quasi_identifie
 
 def _check_numeric(con: duckdb.DuckDBPyConnection, table: str, column: str) -> None:
     """A column declared a numeric quasi-identifier must hold numbers (NULLs aside): name the first that is not."""
-    ident = exp.column(column, quoted=True)
+    ident = _sql.column(column)
     as_number = exp.TryCast(this=ident.copy(), to=exp.DataType.build("DOUBLE"))
     not_number = exp.and_(exp.Not(this=exp.Is(this=ident.copy(), expression=exp.Null())),
                           exp.Is(this=as_number, expression=exp.Null()))
     query = (exp.select(exp.Cast(this=ident.copy(), to=exp.DataType.build("VARCHAR")))
-             .from_(exp.to_table(table, quoted=True)).where(not_number).limit(1))
-    bad = con.execute(query.sql("duckdb")).fetchall()
+             .from_(_sql.table(table)).where(not_number).limit(1))
+    bad = con.execute(query.sql(_sql.DIALECT)).fetchall()
     if bad:
         raise ArgumentError(f"quasi-identifier {column!r} of {table!r} is declared numeric but holds non-numeric "
                             f"value {bad[0][0]!r}")

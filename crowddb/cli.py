@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import duckdb
+
 from . import connect
 from .errors import CrowdDBError
 
@@ -47,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except CrowdDBError as err:
         print(f"crowddb: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    except duckdb.Error as err:  # plain SQL reaches DuckDB as written: its errors are DuckDB's, not a traceback
+        print(f"crowddb: DuckDB {type(err).__name__}: {err}", file=sys.stderr)
         return 2
 
 

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
+import functools
+import itertools
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
+import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.tokens import Token, TokenType
 
+from . import _sql
 from ._duck import in_transaction, registered, transaction
 from .catalog import TableRoles, declare_roles, ensure_catalog, resolve_table, roles_of
 from .crowd import Platform, SimulatedCrowd
@@ -25,17 +31,152 @@ from .errors import (
     UnknownColumnError,
     UnknownOperatorError,
 )
+from .lineage import follow, is_tracked
 from .operators.context import OperatorContext
 from .operators.human import NOT_ESTIMATED, OperatorPlan
 from .operators.table_functions import TABLE_FUNCTIONS
-from .lineage import LINEAGE_PATTERN, follow, is_tracked
-from .planner import DIALECT, Planner, answer_column, parse
+from .planner import DIALECT, Planner, answer_column
+from .planner import parse as _parse_statements
 from .udf import HumanOperator, Registry
 
 __all__ = ["CrowdDB", "QueryPlan", "connect"]
 
-# string literals and comments: an operator name inside them does not make a query a crowd query
-_LITERALS = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.DOTALL)
+# ------------------------------------------------------------------------------------ reading SQL text
+# Which statements are crowd statements, and which move data or names whose roles must follow, is decided on the
+# tokens of the text (sqlglot's DuckDB tokenizer), never by a pattern over the text: a name is one token however it
+# is spelt (quotes, semicolons, comments, `--`, `'` inside a quoted identifier), and a literal or a comment is one
+# token or none.
+_DIALECT = Dialect.get_or_raise(DIALECT)
+_TOKENIZERS = threading.local()  # a tokenizer keeps state while it runs: one per thread
+#: tokens that are values, never names: an operator name inside one is text, not a call
+_LITERAL_TOKENS = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.RAW_STRING,
+                             TokenType.NATIONAL_RAW_STRING, TokenType.HEREDOC_STRING, TokenType.BYTE_STRING,
+                             TokenType.BIT_STRING, TokenType.HEX_STRING, TokenType.UNICODE_STRING, TokenType.NUMBER})
+#: cheap and conservative: a statement that fills a table from a query or renames one holds these keywords in this
+#: order, so text without them needs no tokens (a token's text is always a piece of the query's text, in order)
+_TRACKED_WORDS = (("create", "table", "as"), ("insert", "select"), ("insert", "from"), ("insert", "table"),
+                  ("insert", "by", "name"), ("alter", "rename"))
+_SCAN_CACHE_CHARS = 20_000  # texts up to this long are remembered with their scan (plain SQL is often repeated)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Scan:
+    """What the tokens of a query's text say (before anything is parsed)."""
+
+    crowd: bool            # a registered operator or table function is called: NAME (
+    tracked: bool          # a statement may fill a table from a query or rename one (its roles must follow)
+    tokenized: bool = True  # False: sqlglot's tokenizer could not read the text (then ``crowd``/``tracked`` are
+    #                         what the raw text could hold)
+    mentioned: tuple[str, ...] = ()  # registered names that appear in the raw text at all
+
+
+_COMMANDS = frozenset(_DIALECT.tokenizer_class.COMMANDS)
+
+
+def _tokenize(sql: str, depth: int = 0) -> list[Token]:
+    """The tokens of ``sql``. sqlglot keeps the rest of a statement that starts with a command it does not parse
+    (EXPLAIN, PREPARE, EXECUTE, ...) as one string token: that text is SQL DuckDB runs, so it is tokenized too."""
+    tokenizer = getattr(_TOKENIZERS, "tokenizer", None)
+    if tokenizer is None:
+        tokenizer = _TOKENIZERS.tokenizer = _DIALECT.tokenizer_class(dialect=_DIALECT)
+    tokens = tokenizer.tokenize(sql)
+    if not any(t.token_type in _COMMANDS for t in tokens):
+        return tokens
+    out: list[Token] = []
+    for before, token in zip([None, *tokens], tokens):
+        if depth < 8 and token.token_type == TokenType.STRING and before is not None and \
+                before.token_type in _COMMANDS:  # (a real literal there only reads as more tokens: fail closed)
+            with contextlib.suppress(Exception):  # untokenizable: the rest of the command stays one token
+                out.extend(_tokenize(token.text, depth + 1))
+                continue
+        out.append(token)
+    return out
+
+
+def _statements(tokens: list[Token]) -> list[list[Token]]:
+    """Tokens split into statements at semicolons."""
+    return [list(group) for semicolon, group in itertools.groupby(tokens, lambda t: t.token_type == TokenType.SEMICOLON)
+            if not semicolon]
+
+
+def _calls(tokens: list[Token], names: frozenset[str]) -> bool:
+    """Is one of ``names`` called: a name token (quoted or not; not a literal) right before ``(``?"""
+    return any(t.token_type not in _LITERAL_TOKENS and t.text.lower() in names and nxt.token_type == TokenType.L_PAREN
+               for t, nxt in itertools.pairwise(tokens))
+
+
+def _tracks(statement: list[Token]) -> bool:
+    """Could this statement fill a table from a query (CREATE ... TABLE ... AS, INSERT ... SELECT / FROM / TABLE /
+    BY NAME) or rename a table or column (ALTER ... RENAME)? By token types: keywords, not names that spell them."""
+    types = [t.token_type for t in statement]
+
+    def after(first: TokenType, *then: TokenType) -> bool:
+        if first not in types:
+            return False
+        rest = types[types.index(first) + 1:]
+        for want in then:
+            if want not in rest:
+                return False
+            rest = rest[rest.index(want) + 1:]
+        return True
+
+    by_name = any(a.text.upper() == "BY" and b.text.upper() == "NAME" for a, b in itertools.pairwise(statement)
+                  if a.token_type not in _LITERAL_TOKENS and a.token_type != TokenType.IDENTIFIER)
+    return (after(TokenType.CREATE, TokenType.TABLE, TokenType.ALIAS)
+            or (TokenType.INSERT in types and (by_name or any(after(TokenType.INSERT, t) for t in (
+                TokenType.SELECT, TokenType.FROM, TokenType.TABLE))))
+            or after(TokenType.ALTER, TokenType.RENAME))
+
+
+def _in_order(text: str, words: tuple[str, ...]) -> bool:
+    at = 0
+    for word in words:
+        at = text.find(word, at)
+        if at < 0:
+            return False
+        at += len(word)
+    return True
+
+
+def _scan_text(query: str, names: frozenset[str]) -> _Scan:
+    lower = query.lower()
+    mentioned = tuple(sorted(n for n in names if n in lower))
+    maybe_tracked = any(_in_order(lower, words) for words in _TRACKED_WORDS)
+    if not mentioned and not maybe_tracked:
+        return _Scan(False, False)
+    try:
+        tokens = _tokenize(query)
+    except Exception:  # noqa: BLE001 - sqlglot's TokenError and whatever else its tokenizer trips on
+        return _Scan(bool(mentioned), maybe_tracked, tokenized=False, mentioned=mentioned)
+    crowd = bool(mentioned) and _calls(tokens, names)
+    tracked = maybe_tracked and any(_tracks(s) for s in _statements(tokens))
+    return _Scan(crowd, tracked, mentioned=mentioned)
+
+
+_scan_cached = functools.lru_cache(maxsize=512)(_scan_text)
+
+
+def _scan(query: str, names: frozenset[str]) -> _Scan:
+    """The scan of ``query``'s text for crowd calls and role-carrying statements (remembered for short texts)."""
+    return _scan_cached(query, names) if len(query) <= _SCAN_CACHE_CHARS else _scan_text(query, names)
+
+
+def parse(sql: str) -> list[exp.Expression]:
+    """The planner's parse, with every sqlglot error (a TokenError too) as an SQLParseError."""
+    try:
+        return _parse_statements(sql)
+    except sqlglot.errors.SqlglotError as err:
+        raise SQLParseError(f"malformed SQL: {err}") from None
+
+
+def _tracked_command(statement: exp.Expression) -> bool:
+    """A statement sqlglot could only keep as text (exp.Command) that may fill a table or rename one."""
+    if not isinstance(statement, exp.Command):
+        return False
+    try:
+        return any(_tracks(s) for s in _statements(_tokenize(statement.sql(DIALECT))))
+    except Exception:  # noqa: BLE001
+        return True
 
 
 @dataclasses.dataclass
@@ -81,11 +222,23 @@ class QueryPlan:
                 privacy += f", accuracy in [{p.accuracy_lower:.3f}, {p.accuracy_upper:.3f}]"
             privacy += f", epsilon={p.epsilon if p.epsilon is not None else '-'}"
             lines.append(f"    privacy: {privacy}" + (f"; {p.note}" if p.note else ""))
+            if p.withheld:
+                lines.append(f"    withheld: {_withheld_text(p.withheld)}")
         for r in self.reports:
             lines.append(f"{r.get('operator')}: epsilon={r.get('epsilon')}, delta={r.get('delta')}"
                          f" ({r.get('guarantee', '')})")
         lines.append(f"total: {self.hits} HITs, {self.assignments} assignments, est. ${self.estimated_cost:,.2f}")
         return "\n".join(lines)
+
+
+def _withheld_text(withheld: Mapping[str, str]) -> str:
+    """The columns lineage keeps out of the HITs, with why; columns left out only for not being core are counted."""
+    not_core = [c for c, r in withheld.items() if r.endswith("is not declared core")]
+    shown = [f"{c} ({r})" for c, r in withheld.items() if c not in not_core]
+    if not_core:
+        shown.append(f"{len(not_core)} column{'s' if len(not_core) > 1 else ''} not declared core "
+                     f"({', '.join(not_core)})")
+    return "; ".join(shown)
 
 
 class CrowdDB:
@@ -117,7 +270,7 @@ class CrowdDB:
             raise
         self.seed, self.budget, self.progress = seed, budget, progress
         self.last_plan: QueryPlan | None = None
-        self._pattern: re.Pattern[str] | None = None
+        self._last_scan: tuple[str, frozenset[str], _Scan] | None = None
 
     # --------------------------------------------------------------------------------------- lifecycle
     def close(self) -> None:
@@ -150,12 +303,15 @@ class CrowdDB:
                              "SELECT worker_id, platform, quality FROM __crowd_workers")
 
     # ------------------------------------------------------------------------------------------- queries
-    def _crowd_pattern(self) -> re.Pattern[str]:
-        names = sorted({*self.registry.names(), *TABLE_FUNCTIONS})
-        if self._pattern is None or self._pattern_names != names:
-            self._pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\s*\(", re.IGNORECASE)
-            self._pattern_names = names
-        return self._pattern
+    def _scan(self, query: str) -> _Scan:
+        """What the tokens of ``query`` say: does it call a crowd operator, may it carry roles (see ``_scan_text``)."""
+        names = frozenset({*self.registry.names(), *TABLE_FUNCTIONS})
+        last = self._last_scan
+        if last is not None and last[0] is query and last[1] == names:
+            return last[2]
+        scan = _scan(query, names)
+        self._last_scan = (query, names, scan)
+        return scan
 
     def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
         """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``."""
@@ -178,11 +334,12 @@ class CrowdDB:
             return self._carry_roles_keeping(result, tracked) if tracked else result
         return self._run(query, statements, params, final="execute")
 
-    def _carry_roles_keeping(self, result: Any, statements: list[exp.Expression]):
+    def _carry_roles_keeping(self, result: Any, statements: list[exp.Expression],
+                             temp_roles: Mapping[str, Any] | None = None):
         """Carry the roles of ``statements`` and keep ``result`` (their ``execute`` result) pending for the caller:
         the statements roles need would replace it (DuckDB 2), so it is fetched first and replayed after."""
         rows, described = result.fetchall(), result.description
-        self._carry_roles(statements)
+        self._carry_roles(statements, temp_roles)
         return self._replay(rows, described)
 
     def _replay(self, rows: list[tuple], described: Any):
@@ -202,19 +359,49 @@ class CrowdDB:
 
     def _tracked_statements(self, query: str, params: Any) -> list[exp.Expression]:
         """The statements of plain SQL whose data or names roles must follow (CREATE TABLE ... AS, INSERT ... SELECT,
-        ALTER TABLE ... RENAME; parsed only when the text may hold one), with their parameters bound."""
-        if not LINEAGE_PATTERN.search(_LITERALS.sub(" ", query)):
+        ALTER TABLE ... RENAME; parsed only when its tokens may hold one), with their parameters bound.
+
+        Fails closed: a statement that may carry roles but that sqlglot cannot read is refused while any role is
+        declared (see ``_refuse_unreadable``); with no role declared anywhere, DuckDB judges the SQL itself."""
+        if not self._scan(query).tracked:
             return []
         try:
             statements = parse(query)
-        except SQLParseError:
-            return []  # sqlglot cannot read it; DuckDB judges the SQL itself
+        except SQLParseError as err:
+            self._refuse_unreadable(str(err))
+            return []
+        self._refuse_unreadable_commands(statements)
         return [self._bind(s, params) for s in statements if is_tracked(s)]
 
-    def _carry_roles(self, statements: Iterable[exp.Expression]) -> None:
-        """Roles follow data and names of ``statements`` (which have run)."""
+    def _roles_declared(self) -> bool:
+        """Is any role declared in crowddb_columns (is there anything a copy could leak)?"""
+        try:
+            return bool(self.con.execute("SELECT EXISTS (SELECT 1 FROM crowddb_columns)").fetchall()[0][0])
+        except duckdb.Error:  # no catalog (a read-only file made by plain DuckDB): nothing is declared
+            return False
+
+    def _refuse_unreadable(self, reason: str) -> None:
+        """Refuse (before DuckDB runs anything) a statement that may create, fill or rename a table but that crowddb
+        cannot read, while roles are declared: the roles of protected tables could not follow it."""
+        if self._roles_declared():
+            raise SQLParseError(
+                f"crowddb cannot read this SQL ({reason}), and it may create, fill or rename a table: crowddb cannot "
+                "carry the roles of protected tables through a statement it cannot read, so nothing was run. Rewrite "
+                "it in SQL crowddb reads, or run it through db.con (plain DuckDB) and then declare the roles of the "
+                "table it made yourself with db.declare_roles(...)")
+
+    def _refuse_unreadable_commands(self, statements: Iterable[exp.Expression]) -> None:
+        """``_refuse_unreadable`` for a statement sqlglot could only keep as text (exp.Command)."""
         for statement in statements:
-            follow(self.con, statement)
+            if _tracked_command(statement):
+                text = " ".join(statement.sql(DIALECT).split())
+                self._refuse_unreadable(f"sqlglot does not understand {text[:80]!r}" + ("..." if len(text) > 80 else ""))
+
+    def _carry_roles(self, statements: Iterable[exp.Expression], temp_roles: Mapping[str, Any] | None = None) -> None:
+        """Roles follow data and names of ``statements`` (which have run; ``temp_roles``: the roles of the temp
+        tables a crowd statement was rewritten to read)."""
+        for statement in statements:
+            follow(self.con, statement, temp_roles)
 
     @contextlib.contextmanager
     def _unknown_functions(self):
@@ -234,6 +421,7 @@ class CrowdDB:
         """How many HITs and assignments ``query`` would post, its estimated cost and the privacy parameters that
         apply; nothing is published, paid or written."""
         statements = self._crowd_statements(query) or []
+        self._refuse_unreadable_commands(statements)  # what the run would refuse
         ctx = self._context(query, dry_run=True)
         planner = Planner(ctx, TABLE_FUNCTIONS)
         rehearse = len(statements) > 1 and not in_transaction(self.con)
@@ -249,12 +437,13 @@ class CrowdDB:
                                      "statements of the query, so this one cannot see what they create)") from None
                 rewritten = self._rewrite(planner, bound)
                 if rehearse and i < len(statements) - 1 and _rehearsable(rewritten):
-                    self._rehearse(rewritten, bound)
+                    self._rehearse(rewritten, bound, planner.temp_roles)
         plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
         self.last_plan = plan
         return plan
 
-    def _rehearse(self, rewritten: exp.Expression, bound: exp.Expression) -> None:
+    def _rehearse(self, rewritten: exp.Expression, bound: exp.Expression,
+                  temp_roles: Mapping[str, Any] | None = None) -> None:
         """Run a statement of a multi-statement query inside explain()'s rolled-back transaction, so the statements
         after it are bound and estimated against the tables it creates or fills (crowd answers are NULL there)."""
         try:
@@ -262,7 +451,7 @@ class CrowdDB:
         except duckdb.Error as err:
             raise _query_error(err) from None
         if is_tracked(bound):
-            self._carry_roles([bound])
+            self._carry_roles([bound], temp_roles)
 
     def _crowd_statements(self, query: str) -> list[exp.Expression] | None:
         """Parsed statements if ``query`` uses a crowd operator, else None (DuckDB gets the text untouched)."""
@@ -270,9 +459,20 @@ class CrowdDB:
             raise ArgumentError(f"SQL must be a string, got {type(query).__name__}")
         if self.con is None:
             raise CrowdDBError("the connection is closed")
-        if not self._crowd_pattern().search(_LITERALS.sub(" ", query)):
+        scan = self._scan(query)
+        if not scan.tokenized:  # sqlglot's tokenizer cannot read the text: the parser is the last chance
+            try:
+                statements = parse(query)
+            except SQLParseError as err:
+                if scan.mentioned:  # fail closed: it might call a crowd operator DuckDB would not plan
+                    raise SQLParseError(f"crowddb cannot read this SQL ({err}), and it mentions "
+                                        f"{', '.join(scan.mentioned)}: it is not run, so no crowd operator or table "
+                                        "function in it can run unplanned") from None
+                return None
+        elif not scan.crowd:
             return None
-        statements = parse(query)
+        else:
+            statements = parse(query)
         planner = Planner(self._context(query), TABLE_FUNCTIONS)
         if not any(planner.has_crowd(s) for s in statements):
             return None
@@ -301,6 +501,7 @@ class CrowdDB:
 
     def _run(self, query: str, statements: list[exp.Expression], params: Any, final: str):
         self._refuse_in_transaction(statements)
+        self._refuse_unreadable_commands(statements)
         if self.budget is not None:  # refuse before anything is published when the whole query is over budget
             plan = self.explain(query, params)
             if plan.estimated_cost > self.budget + 1e-9:
@@ -325,9 +526,9 @@ class CrowdDB:
                 raise _query_error(err) from None
             if is_tracked(bound):
                 if last and final == "execute":
-                    result = self._carry_roles_keeping(result, [bound])
+                    result = self._carry_roles_keeping(result, [bound], planner.temp_roles)
                 else:
-                    self._carry_roles([bound])
+                    self._carry_roles([bound], planner.temp_roles)
         self.last_plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
         return result
 
@@ -398,22 +599,56 @@ class CrowdDB:
         options = {k: exp.convert(v) for k, v in read_csv_options.items()}
         reader = exp.Anonymous(this="read_csv", expressions=[exp.convert(str(path))] + [
             exp.PropertyEQ(this=exp.to_identifier(k), expression=v) for k, v in options.items()])
+        self._refuse_repeated_header(reader)
         return self._load(table, exp.select("*").from_(reader), replace, quasi_identifiers, sensitive, core,
                           ground_truth, key, kinds)
+
+    def _refuse_repeated_header(self, reader: exp.Anonymous) -> None:
+        """A header that names a column twice (``id,age,age,job``) would load the second copy as ``age_1``, a column
+        no role names: a raw copy of a quasi-identifier. Refused before anything is created."""
+        try:
+            names = [d[0] for d in self.con.execute(exp.select("*").from_(reader.copy()).limit(0).sql(DIALECT))
+                     .description]
+            raw = reader.copy()
+            raw.set("expressions", [*raw.expressions, exp.PropertyEQ(this=exp.to_identifier("header"),
+                                                                      expression=exp.false()),
+                                    exp.PropertyEQ(this=exp.to_identifier("all_varchar"), expression=exp.true())])
+            first = self.con.execute(exp.select("*").from_(raw).limit(1).sql(DIALECT)).fetchall()
+        except duckdb.Error:
+            return  # DuckDB reports an unreadable file when it loads it
+        if not first or len(first[0]) != len(names):
+            return
+        texts = [str(v).strip() if v is not None else "" for v in first[0]]
+        header = all(n.lower() == t.lower() or n.lower().startswith(t.lower() + "_") for n, t in zip(names, texts))
+        if not header or len({t.lower() for t in texts}) == len(texts):
+            return  # no header (the first line is data), or a header without repeats
+        seen: dict[str, str] = {}
+        for text in texts:
+            if text.lower() in seen:
+                raise ArgumentError(f"the CSV header names column {text!r} twice; DuckDB would load the second copy "
+                                    "under another name, with none of the roles declared for the first: rename or "
+                                    "drop the repeated column in the file (or pass names := [...])")
+            seen[text.lower()] = text
 
     def load_frame(self, table: str, frame: pd.DataFrame, *, quasi_identifiers: Iterable[str] = (),
                    sensitive: Iterable[str] = (), core: Iterable[str] = (), ground_truth: str | None = None,
                    key: str | None = None, kinds: Mapping[str, str] | None = None,
                    replace: bool = False) -> duckdb.DuckDBPyRelation:
-        """Load a pandas DataFrame (or Arrow table) into ``table`` and declare its column roles."""
-        with registered(self.con, __crowd_frame=frame):
-            return self._load(table, exp.select("*").from_("__crowd_frame"), replace, quasi_identifiers, sensitive,
-                              core, ground_truth, key, kinds)
+        """Load a pandas DataFrame (or Arrow table or record batch, polars DataFrame, DuckDB relation) into
+        ``table`` and declare its column roles."""
+        _check_frame(frame)
+        view = f"__crowd_frame_{next(_FRAMES)}"
+        try:
+            with registered(self.con, **{view: frame}):
+                return self._load(table, _sql.select_all(view), replace, quasi_identifiers, sensitive, core,
+                                  ground_truth, key, kinds)
+        except duckdb.Error as err:  # registering a frame DuckDB cannot scan
+            raise ArgumentError(f"load_frame: DuckDB cannot read this {type(frame).__name__}: {err}") from None
 
     def _load(self, table: str, select: exp.Select, replace: bool, *roles: Any) -> duckdb.DuckDBPyRelation:
         if not isinstance(table, str) or not table:
             raise ArgumentError("table name must be a non-empty string")
-        target = exp.to_table(table, quoted=True)
+        target = _sql.table(table)  # a name, never parsed: "a.b" is one table, "x; checkpoint" runs nothing
         create = exp.Create(this=target, kind="TABLE", expression=select, replace=replace)
         try:
             with transaction(self.con):  # the table and its roles appear together, or neither does
@@ -423,7 +658,7 @@ class CrowdDB:
                               ground_truth=ground_truth, key=key, kinds=kinds, transaction=False)
         except duckdb.Error as err:
             raise _query_error(err) from None
-        return self.con.table(target.sql(DIALECT))
+        return self.con.sql(_sql.select_all(table).sql(DIALECT))
 
     def declare_roles(self, table: str, *, quasi_identifiers: Iterable[str] = (), sensitive: Iterable[str] = (),
                       core: Iterable[str] = (), ground_truth: str | None = None, key: str | None = None,
@@ -457,6 +692,22 @@ class CrowdDB:
         return list(self.last_plan.reports) if self.last_plan else []
 
 
+_FRAMES = itertools.count(1)
+#: what load_frame takes: (module prefix, class name) of the frame types DuckDB scans
+_FRAME_TYPES = (("pandas", "DataFrame"), ("pyarrow", "Table"), ("pyarrow", "RecordBatch"),
+                ("pyarrow", "RecordBatchReader"), ("pyarrow", "Dataset"),
+                ("polars", "DataFrame"), ("duckdb", "DuckDBPyRelation"))
+
+
+def _check_frame(frame: Any) -> None:
+    """load_frame's input must be a frame DuckDB scans; anything else is an ArgumentError naming what is taken."""
+    for cls in type(frame).__mro__:
+        if (cls.__module__.split(".")[0], cls.__name__) in _FRAME_TYPES:
+            return
+    raise ArgumentError(f"load_frame takes a pandas DataFrame, a pyarrow Table, RecordBatch, RecordBatchReader or "
+                        f"Dataset, a polars DataFrame or a DuckDB relation; got {type(frame).__name__}")
+
+
 # explain() runs (then rolls back) the statements that change the database's own contents, so the statements after
 # them see their effect; anything else (COPY TO a file, SET, ATTACH, secrets, transaction control, a SELECT) is not run
 _REHEARSED_KINDS = {"TABLE", "VIEW", "SCHEMA", "SEQUENCE", "INDEX", "MACRO", "FUNCTION", "TYPE"}
@@ -479,7 +730,11 @@ def _rolled_back(con: duckdb.DuckDBPyConnection, active: bool):
     try:
         yield
     finally:
-        con.execute("ROLLBACK")
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.TransactionException:  # something ended the transaction: what ran before that was kept
+            raise QueryError("explain(): the transaction its rehearsal runs in was ended by a statement it ran, so "
+                             "what the earlier statements created or changed was not rolled back") from None
 
 
 def _query_error(err: duckdb.Error) -> CrowdDBError:

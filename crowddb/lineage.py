@@ -1,28 +1,34 @@
-"""Roles follow data: the roles of a derived relation (view, CTE, subquery), of a table filled by a query
-(CREATE TABLE ... AS, INSERT ... SELECT) and of a renamed table or column, so a copy of a protected table is protected
-too. (A dropped table's roles stay: a table re-created under its name is protected until declared otherwise.)
+"""Roles follow data, by lineage: what each column of a derived relation (view, CTE, subquery, union), of a table
+filled by a query (CREATE TABLE ... AS, INSERT ... SELECT) and of a renamed table or column may show a worker.
 
-The rule is conservative and by name: a column inherits every role its name has in any table the query reads, and
-an alias inherits the roles of every column its expression mentions (``id AS pid`` is the key; an expression of a
-key still identifies rows: protected).
+The rule is an allow list, computed with sqlglot's own scope and lineage (``qualify`` expands stars with EXCLUDE,
+REPLACE and RENAME; ``to_node`` follows CTEs, subqueries, unions and struct fields down to source columns): a column
+is published as it is only when every source column it derives from may be (a declared core column with no other
+role, or a column of a table on which no role was ever declared); derived from a quasi-identifier, it is generalized
+as one; derived from a sensitive, ground-truth or key column, or of lineage sqlglot cannot establish (UNPIVOT,
+COLUMNS(), a column DuckDB and sqlglot name differently), it is withheld. Columns a query equates (JOIN ... ON,
+USING, WHERE) share the strictest verdict among them. An unchanged copy of the key or the ground truth stays the key
+or the ground truth (``id AS pid``). A dropped table's roles stay: a table re-created under its name is protected until
+declared otherwise.
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
+from collections.abc import Mapping
 
 import duckdb
 import sqlglot
 from sqlglot import exp
+from sqlglot.lineage import Node, to_node
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, build_scope
+from sqlglot.schema import MappingSchema
 
+from . import _sql
 from .catalog import TableRoles, declare_roles, roles_of, table_columns
 
 DIALECT = "duckdb"
-
-#: cheap test on literal-free SQL text: could it fill a table from a query or rename one? (then it is parsed)
-LINEAGE_PATTERN = re.compile(r"\bcreate\b[\s\S]*?\btable\b[\s\S]*?\bas\b|\binsert\b[\s\S]*?\bselect\b|"
-                             r"\balter\b[\s\S]*?\brename\b", re.I)
-
 
 def relation_kind(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
     """'table', 'view' or None for a name in the current schema."""
@@ -32,47 +38,302 @@ def relation_kind(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
     return rows[0][0] if rows else None
 
 
-def derived_roles(con: duckdb.DuckDBPyConnection, query: exp.Expression, columns: list[str],
-                  view_sql: str | None = None) -> TableRoles:
-    """Roles of the relation ``query`` produces (its output ``columns``), by name from the tables it reads."""
-    tree = query
-    if view_sql:
+#: what a column of a derived relation may become, worst last: published as it is, generalized, never published
+RAW, QI, WITHHELD = 0, 1, 2
+#: temp tables of earlier crowd steps: an answer of a group operator is a row's key, a table function's output is a
+#: release of its own; nothing derived from them is published in a HIT (their lineage is not followed)
+_CROWD_TEMP = "__crowd_"
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    """What lineage proves about one column: how it may be published, why, and whether ``*`` publishes it."""
+
+    level: int
+    kind: str | None = None
+    reason: str = ""
+    star: bool = True
+    truth: bool = False  # an unchanged copy of the ground truth (the simulated crowd's knowledge, the answer domain)
+    key: bool = False    # an unchanged copy of the key (what a group operator returns)
+
+    def worse(self, other: Status) -> Status:
+        return other if other.level > self.level else self
+
+
+@dataclasses.dataclass(frozen=True)
+class DerivedRoles(TableRoles):
+    """Roles of a derived relation, with the reason each withheld column is withheld (shown by explain())."""
+
+    withheld: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def base_status(roles: TableRoles, column: str) -> Status:
+    """The allow list on a table with declared roles: core columns raw, quasi-identifiers generalized, the rest
+    withheld (sensitive, ground truth, key, or simply not declared core)."""
+    c, table = column.lower(), roles.table
+    if c == (roles.ground_truth or "").lower():
+        return Status(WITHHELD, reason=f"ground truth {table}.{column}", truth=True)
+    if c == (roles.key or "").lower() or (roles.key is None and c == "id"):
+        return Status(WITHHELD, reason=f"key {table}.{column}", key=True)
+    if c in {s.lower() for s in roles.sensitive}:
+        return Status(WITHHELD, reason=f"sensitive {table}.{column}")
+    core = {s.lower() for s in roles.core}
+    if c in {q.lower() for q in roles.quasi_identifiers}:
+        kind = {q.lower(): k for q, k in roles.kinds.items()}.get(c)
+        return Status(QI, kind=kind, reason=f"quasi-identifier {table}.{column}", star=not core or c in core)
+    if core and c not in core:
+        return Status(WITHHELD, reason=f"{table}.{column} is not declared core")
+    return Status(RAW)
+
+
+class Lineage:
+    """Where each output column of a query comes from (sqlglot's scope and lineage), judged by the allow list.
+
+    ``temp_roles``: roles of temp tables the planner materialized (derived inputs), which the catalog does not hold.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, temp_roles: Mapping[str, TableRoles] | None = None) -> None:
+        self.con = con
+        self.temp_roles = {k.lower(): v for k, v in (temp_roles or {}).items()}
+        rows = con.execute("SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal "
+                           "ORDER BY database_name <> 'temp', column_index").fetchall()
+        self.columns: dict[str, dict[str, str]] = {}
+        for table, column in rows:
+            self.columns.setdefault(table.lower(), {}).setdefault(column, "TEXT")
+        declared = con.execute("SELECT DISTINCT lower(table_name) FROM crowddb_columns").fetchall()
+        self.declared = {r[0] for r in declared}
+        self._views: dict[str, DerivedRoles | None] = {}
+
+    # ------------------------------------------------------------------------------------------ per table
+    def roles(self, table: str) -> TableRoles | None:
+        """Declared (or materialized) roles of ``table``; None when nothing was declared to protect."""
+        name = table.lower()
+        if name in self.temp_roles:
+            return self.temp_roles[name]
+        if name in self.declared:
+            return roles_of(self.con, table)
+        if name.startswith(_CROWD_TEMP):
+            return TableRoles(table, sensitive=tuple(self.columns.get(name, {})))
+        if relation_kind(self.con, table) == "view":
+            return self._view_roles(table)
+        return None
+
+    def _view_roles(self, view: str) -> DerivedRoles | None:
+        if view.lower() not in self._views:
+            self._views[view.lower()] = None  # a view cannot read itself; guards the recursion
+            sql = self.con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?)",
+                                   [view]).fetchall()
+            columns = list(self.columns.get(view.lower(), {}))
+            try:
+                tree = sqlglot.parse_one(sql[0][0], read=DIALECT)
+                query = tree.expression if isinstance(tree, exp.Create) else tree
+            except (sqlglot.errors.SqlglotError, IndexError):
+                query = None
+            if not isinstance(query, exp.Query):  # unreadable: everything withheld
+                roles = DerivedRoles(view, sensitive=tuple(columns),
+                                     withheld={c: f"the lineage of view {view!r} cannot be read" for c in columns})
+            else:
+                roles = self.relation(query, columns, name=view)
+            self._views[view.lower()] = roles
+        return self._views[view.lower()]
+
+    def touches_roles(self, tree: exp.Expression) -> bool:
+        """Does the query read (anywhere, through views too) a table with roles?"""
+        return any(self.roles(t.name) is not None for t in tree.find_all(exp.Table) if t.name)
+
+    # -------------------------------------------------------------------------------------- per relation
+    def relation(self, query: exp.Query, columns: list[str], name: str = "<derived>") -> DerivedRoles | None:
+        """Roles of the relation ``query`` produces (DuckDB's output ``columns``), or None when it reads no table
+        with roles. A column whose lineage cannot be established is withheld."""
+        if not self.touches_roles(query):
+            return None
+        statuses = self._statuses(query, columns)
+        qi, kinds, sensitive, core, withheld = [], {}, [], [], {}
+        truth = key = None
+        for column, status in zip(columns, statuses):
+            if status.level == WITHHELD:
+                if status.truth and truth is None:
+                    truth = column
+                elif status.key and key is None:
+                    key = column
+                else:
+                    sensitive.append(column)
+                withheld[column] = status.reason
+                continue
+            if status.level == QI:
+                qi.append(column)
+                if status.kind:
+                    kinds[column] = status.kind
+            if status.star:
+                core.append(column)
+        return DerivedRoles(name, tuple(qi), kinds, tuple(sensitive), tuple(core), truth, key, withheld)
+
+    def _schema(self) -> MappingSchema:
+        """Every table's columns for sqlglot's qualify, added as identifier nodes (a dict's keys would be parsed)."""
+        schema = MappingSchema(dialect=DIALECT)
+        for table, columns in self.columns.items():
+            schema.add_table(_sql.table(table), {_sql.identifier(c): t for c, t in columns.items()}, dialect=DIALECT)
+        return schema
+
+    def _statuses(self, query: exp.Query, columns: list[str]) -> list[Status]:
+        unknown = [Status(WITHHELD, reason="its lineage cannot be established")] * len(columns)
+        tree = query.copy()
+        if not any("rowid" in {c.lower() for c in cols} for cols in self.columns.values()):
+            for col in list(tree.find_all(exp.Column)):  # DuckDB's row identity (the planner joins answers on it)
+                if col.name.lower() == "rowid":
+                    col.replace(exp.Null())
         try:
-            tree = sqlglot.parse_one(view_sql, read=DIALECT)
-        except sqlglot.errors.ParseError:
-            tree = query
-    base = {t.name for t in tree.find_all(exp.Table) if relation_kind(con, t.name) in ("table", "view")}
-    qi: dict[str, str | None] = {}
-    protected: set[str] = set()
-    truths: list[str] = []
-    keys: list[str] = []
-    for r in (roles_of(con, t) for t in sorted(base)):
-        for c in r.quasi_identifiers:
-            qi.setdefault(c.lower(), r.kinds.get(c))
-        protected |= {c.lower() for c in r.protected}
-        truths += [r.ground_truth.lower()] if r.ground_truth else []
-        keys += [r.key.lower()] if r.key else []
-    # aliases: `expr AS name` takes the roles of the columns expr mentions
-    for select in tree.find_all(exp.Select):
-        for projection in select.expressions:
-            if isinstance(projection, exp.Alias):
-                mentioned = {c.name.lower() for c in projection.this.find_all(exp.Column)}
-                name = projection.alias.lower()
-                if isinstance(projection.this, exp.Column) and projection.this.name.lower() in keys:
-                    keys.append(name)  # the key under another name
-                elif mentioned & protected:  # includes the keys: an expression of a key still identifies rows
-                    protected.add(name)
-                if mentioned & set(truths):
-                    truths.append(name)
-                if mentioned & set(qi) and name not in qi:
-                    qi[name] = None
-    present = {c.lower(): c for c in columns}
-    truth = next((present[t] for t in truths if t in present), None)
-    key = next((present[k] for k in keys if k in present), None)
-    sensitive = tuple(present[p] for p in sorted(protected) if p in present and present[p] not in (truth, key))
-    hidden = {*sensitive, truth, key}  # protected wins over quasi-identifier: never published at all
-    quasi = tuple(present[q] for q in qi if q in present and present[q] not in hidden)
-    return TableRoles("<derived>", quasi, {c: qi[c.lower()] for c in quasi}, sensitive, (), truth, key)
+            schema = self._schema()
+            tree = qualify(tree, schema=schema, dialect=DIALECT, validate_qualify_columns=False,
+                           quote_identifiers=True, identify=True)
+            root = build_scope(tree)
+        except (sqlglot.errors.SqlglotError, KeyError, ValueError, TypeError):
+            return unknown
+        if root is None or _opaque(tree) or len(tree.selects) != len(columns):
+            return unknown  # a construct whose output columns sqlglot cannot name (UNPIVOT, COLUMNS(), ...)
+        equal = self._equalities(root, schema)
+        out = []
+        for i, (select, column) in enumerate(zip(tree.selects, columns)):
+            name = select.alias_or_name
+            if name.lower() != column.lower() and not (name.startswith("_col_") or not name):
+                out.append(unknown[0])  # sqlglot and DuckDB disagree about this column: fail closed
+                continue
+            try:
+                node = to_node(i, root, dialect=DIALECT, schema=schema)
+            except (sqlglot.errors.SqlglotError, KeyError, ValueError, IndexError):
+                out.append(unknown[0])
+                continue
+            out.append(self._judge(node, equal))
+        return out
+
+    def _judge(self, node: Node, equal: dict[tuple[str, str], Status]) -> Status:
+        """Combine the statuses of every source column ``node`` derives from: the worst wins; a constant is raw."""
+        statuses = {}
+        for leaf in node.walk():
+            if leaf.downstream:
+                continue
+            if isinstance(leaf.source, exp.Table) and isinstance(leaf.source.this, exp.Identifier):
+                column = _leaf_column(leaf)
+                if column is None:
+                    return Status(WITHHELD, reason="its lineage cannot be established")
+                table, source = leaf.source.name, (leaf.source.name.lower(), column.lower())
+                statuses[source] = equal.get(source) or self._table_status(table, column)
+            elif not _is_constant(leaf.expression):
+                return Status(WITHHELD, reason="its lineage cannot be established")
+        if not statuses:
+            return Status(RAW)
+        worst = max(statuses.values(), key=lambda s: s.level)
+        star = all(s.star for s in statuses.values())
+        # an unchanged copy of one column (also through every branch of a union) keeps the QI's kind, the truth and
+        # key marks
+        if len(statuses) == 1 and _is_copy(node):
+            return dataclasses.replace(worst, star=star)
+        return Status(worst.level, reason=worst.reason, star=star)
+
+    def _table_status(self, table: str, column: str) -> Status:
+        roles = self.roles(table)
+        if roles is None:  # nothing declared on this table: published as it is (a column `id` is its key)
+            return Status(WITHHELD, reason=f"key {table}.{column}", key=True) if column.lower() == "id" else \
+                Status(RAW)
+        if isinstance(roles, DerivedRoles) and column in roles.withheld:
+            return Status(WITHHELD, reason=roles.withheld[column], truth=column == roles.ground_truth,
+                          key=column == roles.key)
+        return base_status(roles, column)
+
+    def _equalities(self, root: Scope, schema) -> dict[tuple[str, str], Status]:
+        """Source columns the query equates (JOIN ... ON, USING, WHERE; transitively) share the worst status among
+        them: a join partner's copy of a zip is the person's zip, of a key is the key."""
+        parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+        def find(x):
+            while parent.setdefault(x, x) != x:
+                x = parent[x]
+            return x
+
+        for scope in root.traverse():
+            for eq in scope.find_all(exp.EQ, exp.NullSafeEQ):
+                sides = [self._sources_of(side, scope, schema) for side in (eq.this, eq.expression)]
+                for a in sides[0]:
+                    for b in sides[1]:
+                        parent[find(a)] = find(b)
+        if not parent:
+            return {}
+        classes: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for x in list(parent):
+            classes.setdefault(find(x), []).append(x)
+        out = {}
+        for members in classes.values():
+            if len(members) < 2:
+                continue
+            statuses = [self._table_status(t, c) for t, c in members]
+            worst = max(statuses, key=lambda s: s.level)
+            for (t, c), own in zip(members, statuses):
+                if worst.level > own.level:
+                    out[(t, c)] = dataclasses.replace(worst, truth=False, key=False,
+                                                      reason=f"equated with {worst.reason}")
+        return out
+
+    @staticmethod
+    def _sources_of(side: exp.Expression, scope: Scope, schema) -> list[tuple[str, str]]:
+        """The source columns (table, column) an expression of ``scope`` reads."""
+        out = []
+        for col in side.find_all(exp.Column):
+            source = scope.sources.get(col.table)
+            if isinstance(source, exp.Table):
+                out.append((source.name.lower(), col.name.lower()))
+            elif isinstance(source, Scope):
+                try:
+                    node = to_node(col.name, source, dialect=DIALECT, schema=schema)
+                except (sqlglot.errors.SqlglotError, KeyError, ValueError, IndexError):
+                    continue
+                for leaf in node.walk():
+                    if not leaf.downstream and isinstance(leaf.source, exp.Table):
+                        column = _leaf_column(leaf)
+                        if column is not None:
+                            out.append((leaf.source.name.lower(), column.lower()))
+        return out
+
+
+def _leaf_column(leaf: Node) -> str | None:
+    """The column name of a lineage leaf (its name is the column's SQL, which sqlglot wrote quoted)."""
+    try:
+        column = sqlglot.parse_one(leaf.name, read=DIALECT, into=exp.Column)
+    except sqlglot.errors.SqlglotError:
+        return None
+    return column.name if isinstance(column, exp.Column) else None
+
+
+#: node types a constant expression may hold (a literal, arithmetic or a cast of literals); anything else, e.g. the
+#: COLUMNS('regex') star, is treated as of unknown lineage
+_CONSTANT_NODES = (exp.Literal, exp.Null, exp.Boolean, exp.Paren, exp.Neg, exp.Binary, exp.Cast, exp.DataType,
+                   exp.Alias, exp.Identifier, exp.DataTypeParam)
+
+
+def _is_constant(node: exp.Expression) -> bool:
+    return all(isinstance(n, _CONSTANT_NODES) and not isinstance(n, exp.Column) for n in node.walk())
+
+
+def _is_copy(node: Node) -> bool:
+    """Is ``node`` an unchanged copy of one column through every level (aliases and plain column references)?"""
+    for n in node.walk():
+        expression = n.expression.unalias() if isinstance(n.expression, exp.Alias) else n.expression
+        if n.downstream and not isinstance(expression, (exp.Column, exp.SetOperation)):
+            return False
+    return True
+
+
+def _opaque(tree: exp.Expression) -> bool:
+    """Constructs whose output columns sqlglot's scope cannot name: a star left unexpanded, COLUMNS(), PIVOT."""
+    return any(isinstance(n, (exp.Star, exp.Columns, exp.Pivot)) and not isinstance(n.parent, exp.Count)
+               for n in tree.walk())
+
+
+def derived_roles(con: duckdb.DuckDBPyConnection, query: exp.Expression, columns: list[str],
+                  temp_roles: Mapping[str, TableRoles] | None = None) -> TableRoles:
+    """Roles of the relation ``query`` produces (its output ``columns``): the allow list through sqlglot's lineage.
+    Empty roles when it reads no table with roles (nothing was declared to protect)."""
+    roles = Lineage(con, temp_roles).relation(query, columns)
+    return roles if roles is not None else TableRoles("<derived>")
 
 
 def filled_table(statement: exp.Expression) -> tuple[exp.Table, exp.Expression, list[str] | None] | None:
@@ -96,7 +357,8 @@ def is_tracked(statement: exp.Expression) -> bool:
     return filled_table(statement) is not None or bool(_renames(statement))
 
 
-def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> None:
+def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
+           temp_roles: Mapping[str, TableRoles] | None = None) -> None:
     """After ``statement`` ran: carry roles into the table it filled, or along the names it renamed."""
     renames = _renames(statement)
     if renames:
@@ -109,7 +371,7 @@ def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> None:
                 con.execute("UPDATE crowddb_columns SET column_name = ? WHERE lower(table_name) = lower(?) AND "
                             "lower(column_name) = lower(?)", [action.args["to"].name, table, action.this.name])
         return
-    carry_roles(con, statement)
+    carry_roles(con, statement, temp_roles)
 
 
 def _renames(statement: exp.Expression) -> list[exp.Expression]:
@@ -119,7 +381,8 @@ def _renames(statement: exp.Expression) -> list[exp.Expression]:
     return [a for a in statement.args.get("actions") or [] if isinstance(a, (exp.AlterRename, exp.RenameColumn))]
 
 
-def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> TableRoles | None:
+def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
+                temp_roles: Mapping[str, TableRoles] | None = None) -> TableRoles | None:
     """After ``statement`` ran: declare on the table it created or filled the roles its columns carry.
 
     A created table gets exactly the derived roles. A table filled by INSERT keeps its own roles and gains, per
@@ -136,11 +399,11 @@ def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> Ta
     if isinstance(statement, exp.Create):
         if statement.args.get("exists"):
             return None  # IF NOT EXISTS: an existing table was left as it was (its roles too)
-        derived = derived_roles(con, query, columns)
+        derived = derived_roles(con, query, columns, temp_roles)
         return _declare(con, table.name, derived)
     source_columns = [r[0] for r in con.execute("DESCRIBE " + query.sql(DIALECT)).fetchall()]
     targets = names or columns[:len(source_columns)]
-    derived = derived_roles(con, query, source_columns)
+    derived = derived_roles(con, query, source_columns, temp_roles)
     old = roles_of(con, table.name)
     lookup = {c.lower(): c for c in columns}
     qi, kinds = list(old.quasi_identifiers), dict(old.kinds)

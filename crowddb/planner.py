@@ -16,12 +16,13 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
+from . import _sql
 from ._duck import registered
 from .catalog import TableRoles, roles_of
 from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
-from .lineage import DIALECT, derived_roles, relation_kind
+from .lineage import DIALECT, WITHHELD, DerivedRoles, base_status, derived_roles, relation_kind
 from .operators.context import OperatorContext
-from .operators.human import GROUP_ID, KEY, ROW_ID, TRUTH, HumanInput, HumanOperatorRun, NOT_ESTIMATED, OperatorPlan
+from .operators.human import GROUP_ID, KEY, NOT_ESTIMATED, ROW_ID, TRUTH, HumanInput, HumanOperatorRun, OperatorPlan
 from .operators.table_functions import TableFunction
 from .udf import OVERRIDES
 
@@ -90,6 +91,7 @@ class Planner:
     def __init__(self, ctx: OperatorContext, table_functions: dict[str, TableFunction]) -> None:
         self.ctx = ctx
         self.table_functions = {k.lower(): v for k, v in table_functions.items()}
+        self.temp_roles: dict[str, TableRoles] = {}  # roles of the derived inputs this planner materialized
 
     # ------------------------------------------------------------------------------------------- detection
     def is_human(self, node: exp.Expression) -> bool:
@@ -178,7 +180,7 @@ class Planner:
         ctes = [c for c in self._referenced_ctes(origin, also=query) if not _contains(c, origin)]
         query = query.copy()
         for cte in ctes:
-            query = query.with_(cte.alias_or_name, as_=cte.this.copy(), copy=False)
+            query = query.with_(cte.args["alias"].copy(), as_=cte.this.copy(), copy=False)  # a name, never parsed
         return query
 
     def _execute_df(self, query: exp.Expression) -> pd.DataFrame:
@@ -187,7 +189,7 @@ class Planner:
     def _temp_table(self, prefix: str, query: exp.Expression | None = None, frame: pd.DataFrame | None = None) -> str:
         """Create a connection-scoped temp table from a query or a DataFrame; returns its name."""
         name = f"__crowd_{prefix}_{next(_counter)}"
-        target = exp.to_table(name, quoted=True)
+        target = _sql.table(name)
         con = self.ctx.con
         if frame is not None:
             view = f"{name}_df"
@@ -211,7 +213,10 @@ class Planner:
         if isinstance(source, exp.Subquery):
             query = self._with_context(source.this, node)
         elif isinstance(source, (exp.Column, exp.Table, exp.Identifier)):
-            table = exp.to_table(source.name, quoted=True)
+            if source.name.lower() not in self._visible_ctes(node) and not relation_kind(self.ctx.con, source.name):
+                # DuckDB would read a missing name ending in .csv as a file (and quote its first line in errors)
+                raise UnknownColumnError(f"{name.upper()}: no table, view or CTE named {source.name!r}")
+            table = _sql.table(source.name)
             if source.name.lower() not in self._visible_ctes(node) and relation_kind(self.ctx.con, source.name):
                 table_name = source.name
             query = self._with_context(exp.select("*").from_(table), node)
@@ -238,7 +243,7 @@ class Planner:
             roles = roles_of(con, table_name)
             if roles.quasi_identifiers or roles.protected or roles.core:
                 return roles
-        return derived_roles(con, query, columns, view_sql=_view_sql(con, table_name) if table_name else None)
+        return derived_roles(con, query, columns, self.temp_roles)
 
     # ----------------------------------------------------------------------------------- human operators
     def _run_scope(self, scope: exp.Select) -> None:
@@ -274,25 +279,25 @@ class Planner:
                 if kind == "table":
                     return _Source(alias, name, _columns(con, name), roles_of(con, name))
                 if kind == "view":
-                    select = exp.select("*").from_(exp.to_table(name, quoted=True))
+                    select = _sql.select_all(name)
                     temp = self._materialize(item, select, alias)
                     columns = _columns(con, temp)
-                    return _Source(alias, temp, columns, _rename_roles(self._relation_roles(name, select, columns),
-                                                                       temp))
+                    roles = self.temp_roles[temp] = _rename_roles(self._relation_roles(name, select, columns), temp)
+                    return _Source(alias, temp, columns, roles)
                 raise UnknownColumnError(f"no table, view or CTE named {name!r}")
-            query = self._with_context(exp.select("*").from_(exp.to_table(name, quoted=True)), scope)
+            query = self._with_context(_sql.select_all(name), scope)
         elif isinstance(item, exp.Subquery):
             query = self._with_context(item.this, scope)
         else:
             query = self._with_context(exp.select("*").from_(item.copy()), scope)
         temp = self._materialize(item, query, alias)
         columns = _columns(con, temp)
-        return _Source(alias, temp, columns, _rename_roles(self._relation_roles(None, query, columns), temp))
+        roles = self.temp_roles[temp] = _rename_roles(self._relation_roles(None, query, columns), temp)
+        return _Source(alias, temp, columns, roles)
 
     def _materialize(self, item: exp.Expression, query: exp.Select, alias: str) -> str:
         temp = self._temp_table("src", query=query)
-        item.replace(exp.Table(this=exp.to_identifier(temp, quoted=True),
-                               alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
+        item.replace(_sql.table(temp, alias))
         return temp
 
     def _run_call(self, scope: exp.Select, call: exp.Anonymous, sources: list[_Source]) -> None:
@@ -325,7 +330,7 @@ class Planner:
             args[arg_name] = value
         method = named.pop("method", None)
         definition = op.with_overrides({**named, **({"aggregation": method} if method else {})})
-        published, qi, kinds, protected = self._published(columns_args, sources, what)
+        published, qi, kinds, protected, withheld = self._published(columns_args, sources, what)
         truth_expr, key_expr = self._truth_and_key(sources, what, op.kind == "group")
 
         where = scope.args.get("where")
@@ -368,7 +373,8 @@ class Planner:
                 frame[KEY] = frame[f"{_ID}0"]
         human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
                            kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
-                           budget=named.get("budget"), seed=named.get("seed"))
+                           budget=named.get("budget"), seed=named.get("seed"), withheld=withheld,
+                           shared=self._shared(frame, [n for n in names if n in qi], group_exprs, sources, what))
         # in a dry run every planned human operator's answers are NULL (spliced below), so once one has been planned
         # a later input may be empty only because it filters or joins on those answers
         if self.ctx.dry_run and frame.empty and self.ctx.plans:
@@ -395,6 +401,11 @@ class Planner:
             firsts = frame.drop_duplicates(GROUP_ID)[[GROUP_ID, *keys]]
             table = firsts.merge(answers, on=GROUP_ID, how="inner")[[*keys, _ANSWER]]
         temp = self._temp_table("ans", frame=table)
+        # what a query may carry on from the answers: a tuple operator's answer (the crowd's, from what it was
+        # shown); a group operator's is the chosen row's key; the join columns equal the input's own values (the
+        # join's equalities give them the input's roles)
+        self.temp_roles[temp] = TableRoles(temp, core=tuple(keys) + ((_ANSWER,) if kind == "tuple" else ()),
+                                           key=_ANSWER if kind == "group" else None)
         alias = f"{temp}_a"
         if kind == "tuple":
             conditions = [exp.EQ(this=exp.column(k, table=alias, quoted=True),
@@ -422,9 +433,12 @@ class Planner:
 
     # ----------------------------------------------------------------------------------------- arguments
     def _published(self, args: list[exp.Expression], sources: list[_Source], what: str
-                   ) -> tuple[list[tuple[str, exp.Expression]], set[str], dict[str, str | None], set[str]]:
-        """(name, expression) of every published column, the QIs among them, their kinds, protected names."""
+                   ) -> tuple[list[tuple[str, exp.Expression]], set[str], dict[str, str | None], set[str],
+                              dict[str, str]]:
+        """(name, expression) of every published column, the QIs among them, their kinds, protected names, and the
+        columns ``*`` leaves out with the reason (the allow list: only what lineage proves allowed is published)."""
         chosen: list[tuple[_Source, str]] = []
+        withheld: dict[str, str] = {}
         for arg in args:
             if isinstance(arg, exp.Star) or (isinstance(arg, exp.Column) and isinstance(arg.this, exp.Star)):
                 table = arg.table if isinstance(arg, exp.Column) else ""
@@ -432,12 +446,18 @@ class Planner:
                 if table and not picked:
                     raise UnknownColumnError(f"{what}: no table or alias {table!r} in FROM")
                 for s in picked:
-                    chosen += [(s, c) for c in _published_columns(s)]
+                    allowed = _published_columns(s)
+                    chosen += [(s, c) for c in allowed]
+                    withheld.update({c: _withheld_reason(s, c) for c in s.columns if c not in allowed})
             elif isinstance(arg, exp.Column):
                 source, column = _resolve_column(arg, sources, what)
+                reason = _withheld_reason(source, column)
                 if column.lower() in {p.lower() for p in source.roles.protected} or _is_default_key(source, column):
-                    raise PrivacyError(f"{what}: column {column!r} is sensitive, ground truth or key and is never "
-                                       "published in a HIT")
+                    raise PrivacyError(f"{what}: column {column!r} is never published in a HIT: it derives from "
+                                       f"{reason}")
+                if reason and column.lower() not in {q.lower() for q in source.roles.quasi_identifiers}:
+                    raise PrivacyError(f"{what}: column {column!r} is not published: {reason}; declare it core "
+                                       "(declare_roles(..., core=[...])) if workers may see it")
                 chosen.append((source, column))
             else:
                 raise ArgumentError(f"{what}: publish columns by name (or *), got {arg.sql(DIALECT)!r}")
@@ -455,11 +475,14 @@ class Planner:
             if c.lower() in {q.lower() for q in s.roles.quasi_identifiers}:
                 qi.add(name)
                 kinds[name] = {k.lower(): v for k, v in s.roles.kinds.items()}.get(c.lower())
-        for s in sources:
-            protected |= set(s.roles.protected)
+        for s in sources:  # the last line of defence (HumanOperatorRun) checks published names against these
+            protected |= {p for p in s.roles.protected if p not in seen}
         if not published:
-            raise ArgumentError(f"{what}: nothing to publish: every column is sensitive, ground truth or key")
-        return published, qi, kinds, protected
+            because = "; ".join(f"{c}: {r}" for c, r in withheld.items())
+            raise PrivacyError(f"{what}: nothing to publish: lineage allows no column of the input"
+                               + (f" ({because})" if because else "") + "; declare the columns workers may see as "
+                               "core, or publish a quasi-identifier (it is generalized)")
+        return published, qi, kinds, protected, withheld
 
     def _truth_and_key(self, sources: list[_Source], what: str, group: bool
                        ) -> tuple[exp.Expression | None, exp.Expression | None]:
@@ -473,6 +496,31 @@ class Planner:
             if key is not None:
                 key_expr = exp.column(key[1], table=key[0].alias, quoted=True)
         return truth_expr, key_expr
+
+    def _shared(self, frame: pd.DataFrame, qi_names: list[str], group_exprs: list[exp.Expression],
+                sources: list[_Source], what: str) -> list[str]:
+        """Published quasi-identifiers every row of a group shares (a GROUP BY on them): a group operator's item
+        shows rows of one group, so workers could intersect their boxes; these are generalized per group. A GROUP BY
+        on an expression of a quasi-identifier (age // 10) is refused: the rows of an item would share it."""
+        if GROUP_ID not in frame:
+            return []
+        for expr in group_exprs:
+            if isinstance(expr, exp.Column):
+                continue
+            for col in expr.find_all(exp.Column):
+                try:
+                    source, column = _resolve_column(col, sources, what)
+                except (UnknownColumnError, ArgumentError):
+                    continue
+                if column.lower() in {q.lower() for q in source.roles.quasi_identifiers}:
+                    raise PrivacyError(
+                        f"{what}: GROUP BY {expr.sql(DIALECT)} is computed from the quasi-identifier {column!r}: "
+                        "every row of a HIT would share it, so workers could narrow it down; group by the "
+                        f"quasi-identifier itself (it is then generalized per group) or by a column that is not one")
+        if not qi_names or frame.empty:
+            return []
+        distinct = frame.groupby(GROUP_ID)[qi_names].nunique(dropna=False).max()
+        return [q for q in qi_names if distinct[q] <= 1]
 
     def _group_exprs(self, scope: exp.Select) -> list[exp.Expression]:
         """The GROUP BY expressions of ``scope`` with ordinals and select aliases resolved."""
@@ -547,13 +595,8 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-def _view_sql(con, name: str) -> str | None:
-    row = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?)", [name]).fetchall()
-    return row[0][0] if row else None
-
-
 def _columns(con, name: str) -> list[str]:
-    return list(con.table(exp.to_table(name, quoted=True).sql(DIALECT)).columns)
+    return [d[0] for d in con.execute(_sql.select_all(name).limit(0).sql(DIALECT)).description]
 
 
 def _rename_roles(roles: TableRoles, table: str) -> TableRoles:
@@ -622,6 +665,19 @@ def _equated_roles(scope: exp.Select, sources: list[_Source]) -> list[_Source]:
     return out
 
 
+def _withheld_reason(source: _Source, column: str) -> str:
+    """Why ``column`` of ``source`` is not published as it is ('' when it may be): the derived relation's lineage,
+    else the table's declared roles."""
+    roles = source.roles
+    if isinstance(roles, DerivedRoles) and column in roles.withheld:
+        return roles.withheld[column]
+    if not (roles.quasi_identifiers or roles.protected or roles.core):
+        return f"key {column} (a column named id is the key unless one is declared)" \
+            if _is_default_key(source, column) else ""
+    status = base_status(roles, column)
+    return status.reason if status.level == WITHHELD else ""
+
+
 def _published_columns(source: _Source) -> list[str]:
     """What ``*`` publishes for one source: its core columns if declared, else every unprotected column."""
     protected = {p.lower() for p in source.roles.protected}
@@ -652,7 +708,7 @@ def parse(sql: str) -> list[exp.Expression]:
     """Parse SQL text into statements, with a crowddb error that names the problem."""
     try:
         return [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
-    except sqlglot.errors.ParseError as err:
-        first = err.errors[0] if err.errors else {}
+    except sqlglot.errors.SqlglotError as err:
+        first = (getattr(err, "errors", None) or [{}])[0]  # a TokenError carries no positions
         where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
         raise SQLParseError(f"malformed SQL{where}: {first.get('description', err)}") from None

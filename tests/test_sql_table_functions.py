@@ -144,8 +144,12 @@ def test_anonymize_table_function_is_k_anonymous(db):
     assert sizes.min() >= 6
     raw = people_frame()
     assert not got["age"].astype(str).isin(raw["age"].astype(str)).all()  # ages are generalized
-    assert sorted(got["id"]) == sorted(raw["id"])  # non-QI columns untouched; rows shuffled
-    assert list(got["id"]) != list(raw["id"])
+    assert "id" not in got.columns  # the key identifies rows: dropped unless asked for
+    assert db.last_report[0]["key"] == "id" and db.last_report[0]["key_dropped"] is True
+    kept = db.sql("SELECT * FROM ANONYMIZE(people, k := 6, seed := 1, keep_key := true)").df()
+    assert sorted(kept["id"]) == sorted(raw["id"])  # non-QI columns untouched; rows shuffled
+    assert list(kept["id"]) != list(raw["id"])
+    assert db.last_report[0]["key_dropped"] is False
     explicit = db.sql("SELECT * FROM ANONYMIZE((SELECT age, edu FROM people), k := 10, "
                       "quasi_identifiers := ['age', 'edu'])").df()
     assert explicit.groupby(["age", "edu"]).size().min() >= 10

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..crowd import HitBatch, KnowledgeBase
 from .._duck import registered, transaction
+from ..crowd import HitBatch, KnowledgeBase
 from ..errors import (
     ArgumentError,
     BudgetExceededError,
@@ -51,6 +51,8 @@ class HumanInput:
     args: dict[str, Any]           # the operator's own positional arguments (e.g. job)
     budget: float | None = None
     seed: int | None = None
+    withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # input column -> why it is not published
+    shared: list[str] = dataclasses.field(default_factory=list)  # QIs every row of a group shares (group operators)
 
 
 NOT_ESTIMATED = "not estimated"  # OperatorPlan.anonymizer of an operator a dry run could not plan (see note)
@@ -78,6 +80,7 @@ class OperatorPlan:
     delta: float | None = None
     rounds: int = 1
     note: str = ""
+    withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # column -> why lineage keeps it from the HIT
 
     def as_row(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -178,6 +181,8 @@ class HumanOperatorRun:
             method = "mondrian"
         elif method == "fka":
             options.update(ask=self._fka_ask(raw), sample_ratio=float(op.sample_ratio), cell_limit=int(op.cell_limit))
+        if call.shared:  # group operators: QIs every row of a group shares are generalized per group
+            options["shared"] = list(call.shared)
         release = anonymize(raw, list(call.quasi_identifiers), int(op.k), method=method,
                             kinds=dict(call.kinds) or None, seed=self.rng, **options)
         table = release.table[call.published].copy()
@@ -387,7 +392,7 @@ class HumanOperatorRun:
             budget=self._budget(), k=int(op.k) if call.quasi_identifiers else None,
             anonymizer=op.anonymizer if call.quasi_identifiers else "none",
             ncp=(metrics or {}).get("ncp"), accuracy_lower=lower, accuracy_upper=upper, rounds=1 + (later > 0),
-            note="; ".join(notes))
+            note="; ".join(notes), withheld=dict(call.withheld))
         self.plan = plan
         self.metrics = metrics
         self.ctx.plans.append(plan)

@@ -161,13 +161,16 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
 def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], roles: TableRoles
                     ) -> pd.DataFrame:
     """ANONYMIZE(input, k := 10, method := 'mondrian', quasi_identifiers := [...], strict, sensitive, l, seed,
-    hierarchies := {'column': 'path/to/arx.csv', ...}): the k-anonymous release itself, rows shuffled (order reveals
-    nothing)."""
+    hierarchies := {'column': 'path/to/arx.csv', ...}, keep_key := false): the k-anonymous release itself, rows
+    shuffled (order reveals nothing). The input's key (its declared key, else a column named ``id``) identifies rows,
+    so it is dropped from the release unless ``keep_key := true`` (for the caller's own joins); the report says
+    which column it was and whether it was dropped."""
     from ..anonymize import anonymize
 
     args = _bind("ANONYMIZE", named, {
         "k": (int, 10), "method": (str, "mondrian"), "quasi_identifiers": (list, None), "strict": (bool, True),
-        "sensitive": (str, None), "l": (int, None), "seed": (int, None), "hierarchies": (dict, None)})
+        "sensitive": (str, None), "l": (int, None), "seed": (int, None), "hierarchies": (dict, None),
+        "keep_key": (bool, False)})
     hierarchies = args["hierarchies"]
     if hierarchies is not None and not all(isinstance(v, str) for v in hierarchies.values()):
         raise ArgumentError("ANONYMIZE: hierarchies := {'column': 'path/to/hierarchy.csv', ...} takes ARX CSV paths")
@@ -180,17 +183,32 @@ def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, 
     if args["method"] == "fka":
         raise ArgumentError("ANONYMIZE: method 'fka' needs the crowd; use it through a human operator "
                             "(anonymizer := 'fka')")
+    key = _key_column(frame, roles)
+    # a key the caller generalizes (a quasi-identifier) or measures diversity on is not a raw identifier here
+    used = {str(c).lower() for c in qi if isinstance(c, str)} | {str(args["sensitive"] or "").lower()}
+    key_dropped = key is not None and not args["keep_key"] and key.lower() not in used
+    if key_dropped:
+        frame = frame.drop(columns=[key])
     seed = _seed(ctx, args["seed"])
     release = anonymize(frame, qi, args["k"], method=args["method"], strict=args["strict"],
                         sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
                         hierarchies=hierarchies)
     metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
-    ctx.reports.append({"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}"})
+    ctx.reports.append({"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}",
+                        "key": key, "key_dropped": key_dropped})
     _log_release(ctx, "anonymization", args["method"], args["k"], None, None,
-                 {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"], "hierarchies": hierarchies},
+                 {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"], "hierarchies": hierarchies,
+                  "key": key, "key_dropped": key_dropped},
                  metrics)
     order = np.random.default_rng(seed).permutation(len(release.table))
     return release.table.iloc[order].reset_index(drop=True)
+
+
+def _key_column(frame: pd.DataFrame, roles: TableRoles) -> str | None:
+    """The input's key column as the frame spells it: the declared key, else a column named ``id``; None if the
+    input has neither."""
+    wanted = (roles.key or "id").lower()
+    return next((c for c in frame.columns if isinstance(c, str) and c.lower() == wanted), None)
 
 
 TABLE_FUNCTIONS: dict[str, TableFunction] = {
