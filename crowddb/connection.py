@@ -55,7 +55,7 @@ _LITERAL_TOKENS = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING, TokenT
 #: cheap and conservative: a statement that fills a table from a query or renames one holds these keywords in this
 #: order, so text without them needs no tokens (a token's text is always a piece of the query's text, in order)
 _TRACKED_WORDS = (("create", "table", "as"), ("insert", "select"), ("insert", "from"), ("insert", "table"),
-                  ("insert", "by", "name"), ("alter", "rename"))
+                  ("insert", "by", "name"), ("alter", "rename"), ("update", "set"))
 _SCAN_CACHE_CHARS = 20_000  # texts up to this long are remembered with their scan (plain SQL is often repeated)
 
 
@@ -107,7 +107,8 @@ def _calls(tokens: list[Token], names: frozenset[str]) -> bool:
 
 def _tracks(statement: list[Token]) -> bool:
     """Could this statement fill a table from a query (CREATE ... TABLE ... AS, INSERT ... SELECT / FROM / TABLE /
-    BY NAME) or rename a table or column (ALTER ... RENAME)? By token types: keywords, not names that spell them."""
+    BY NAME, UPDATE ... SET) or rename a table or column (ALTER ... RENAME)? By token types: keywords, not names that
+    spell them."""
     types = [t.token_type for t in statement]
 
     def after(first: TokenType, *then: TokenType) -> bool:
@@ -125,7 +126,7 @@ def _tracks(statement: list[Token]) -> bool:
     return (after(TokenType.CREATE, TokenType.TABLE, TokenType.ALIAS)
             or (TokenType.INSERT in types and (by_name or any(after(TokenType.INSERT, t) for t in (
                 TokenType.SELECT, TokenType.FROM, TokenType.TABLE))))
-            or after(TokenType.ALTER, TokenType.RENAME))
+            or after(TokenType.ALTER, TokenType.RENAME) or after(TokenType.UPDATE, TokenType.SET))
 
 
 def _in_order(text: str, words: tuple[str, ...]) -> bool:
@@ -249,10 +250,7 @@ class CrowdDB:
     def __init__(self, database: str | Path = ":memory:", *, platform: Platform | None = None,
                  seed: int | None = None, budget: float | None = None, udfs: Iterable[str | Path] = (),
                  progress: bool = True, read_only: bool = False, config: Mapping[str, Any] | None = None) -> None:
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ArgumentError(f"seed must be an integer or None, got {seed!r}")
-        if budget is not None and budget < 0:
-            raise ArgumentError("budget must be >= 0 (US$ per query)")
+        seed, budget, udfs = _check_options(database, platform, seed, budget, udfs, progress, read_only, config)
         try:
             self.con = duckdb.connect(str(database), read_only=read_only, config=dict(config or {}))
         except duckdb.Error as err:  # a missing folder, a file another process holds, a bad setting
@@ -744,9 +742,64 @@ def _query_error(err: duckdb.Error) -> CrowdDBError:
     return QueryError(message)
 
 
+#: the options ``connect()`` takes besides database, platform and seed
+CONNECT_OPTIONS = ("budget", "udfs", "progress", "read_only", "config")
+
+
+def _check_options(database: Any, platform: Any, seed: Any, budget: Any, udfs: Any, progress: Any, read_only: Any,
+                   config: Any) -> tuple[int | None, float | None, list[str | Path]]:
+    """``connect()``'s arguments checked before anything is opened: (seed, budget, udfs) as used."""
+    import math
+    import numbers
+    import os
+
+    if not isinstance(database, (str, os.PathLike)):
+        raise ArgumentError(f"database must be a file path or ':memory:', got {type(database).__name__} "
+                            f"{database!r}")
+    if platform is not None and not isinstance(platform, Platform):
+        raise ArgumentError(f"platform must be a crowddb.Platform instance (e.g. crowddb.SimulatedCrowd(seed=1), or "
+                            f"your subclass of crowddb.Platform for a real marketplace), got {type(platform).__name__} "
+                            f"{platform!r}; leave it out for the embedded simulated crowd")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise ArgumentError(f"seed must be a non-negative integer or None, got {seed!r}")
+        if seed < 0:
+            raise ArgumentError(f"seed must be a non-negative integer or None, got {seed!r}")
+        seed = int(seed)
+    if budget is not None:
+        if isinstance(budget, bool) or not isinstance(budget, numbers.Real):
+            raise ArgumentError(f"budget must be a number of US$ per query (e.g. budget=10.0) or None, got "
+                                f"{type(budget).__name__} {budget!r}")
+        if not math.isfinite(budget) or budget < 0:
+            raise ArgumentError(f"budget must be a finite number >= 0 (US$ per query), got {budget!r}; leave it out "
+                                "(None) for no limit")
+        budget = float(budget)
+    if isinstance(udfs, (str, os.PathLike)):  # one folder (a string is not a list of folders, one per character)
+        udfs = [udfs]
+    try:
+        udfs = list(udfs)
+    except TypeError:
+        raise ArgumentError(f"udfs must be a list of folders or files of human operator definitions, got "
+                            f"{udfs!r}") from None
+    bad = [u for u in udfs if not isinstance(u, (str, os.PathLike))]
+    if bad:
+        raise ArgumentError(f"udfs must be a list of folders or files of human operator definitions, got {bad[0]!r}")
+    for name, value in (("progress", progress), ("read_only", read_only)):
+        if not isinstance(value, bool):
+            raise ArgumentError(f"{name} must be True or False, got {value!r}")
+    if config is not None and not isinstance(config, Mapping):
+        raise ArgumentError(f"config must be a mapping of DuckDB settings (e.g. {{'threads': 4}}), got {config!r}")
+    return seed, budget, udfs
+
+
 def connect(database: str | Path = ":memory:", *, platform: Platform | None = None, seed: int | None = None,
             **options: Any) -> CrowdDB:
     """Open a crowd database (a DuckDB file, or in memory). ``platform`` defaults to the embedded simulated crowd;
     ``seed`` makes every random choice (crowd, anonymization, noise) reproducible. Options: budget (US$ per query),
     udfs (extra folders of operator definitions), progress, read_only, config (DuckDB settings)."""
+    unknown = [name for name in options if name not in CONNECT_OPTIONS]
+    if unknown:
+        raise ArgumentError(f"connect(): unknown option{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(map(repr, unknown))}; accepted: database, platform, seed, "
+                            f"{', '.join(CONNECT_OPTIONS)}")
     return CrowdDB(database, platform=platform, seed=seed, **options)

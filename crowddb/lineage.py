@@ -337,12 +337,15 @@ def derived_roles(con: duckdb.DuckDBPyConnection, query: exp.Expression, columns
 
 
 def filled_table(statement: exp.Expression) -> tuple[exp.Table, exp.Expression, list[str] | None] | None:
-    """(target table, source query, INSERT column list) of a CREATE TABLE ... AS / INSERT ... SELECT, else None."""
+    """(target table, source query, target column list) of a CREATE TABLE ... AS / INSERT ... SELECT / UPDATE ... SET,
+    else None."""
     if isinstance(statement, exp.Create) and str(statement.args.get("kind", "")).upper() == "TABLE":
         target, query, names = statement.this, statement.expression, None
     elif isinstance(statement, exp.Insert):
         target, query = statement.this, statement.expression
         names = [e.name for e in target.expressions] if isinstance(target, exp.Schema) else None
+    elif isinstance(statement, exp.Update) and isinstance(statement.this, exp.Table):
+        target, (query, names) = statement.this, _update_source(statement)
     else:
         return None
     if isinstance(target, exp.Schema):
@@ -350,6 +353,24 @@ def filled_table(statement: exp.Expression) -> tuple[exp.Table, exp.Expression, 
     if not isinstance(target, exp.Table) or not isinstance(query, exp.Query):
         return None
     return target, query, names or None
+
+
+def _update_source(update: exp.Update) -> tuple[exp.Select | None, list[str]]:
+    """An UPDATE's new values as a query (``SET a = p.job FROM people p`` -> ``SELECT p.job AS a FROM t, people p
+    WHERE ...``): a column set from a protected one takes its roles, as an INSERT ... SELECT's would."""
+    pairs = [(e.this, e.expression) for e in update.expressions
+             if isinstance(e, exp.EQ) and isinstance(e.this, exp.Column)]
+    if not pairs:
+        return None, []
+    target = update.this.copy()
+    query = exp.Select(expressions=[exp.alias_(value.copy(), _sql.identifier(column.name)) for column, value in pairs])
+    query = query.from_(target)
+    from_ = update.args.get("from_") or update.args.get("from")
+    for item in ([from_.this] if from_ is not None else []) + [j.this for j in update.args.get("joins") or []]:
+        query = query.join(item.copy(), join_type="cross")
+    if update.args.get("where") is not None:
+        query.set("where", update.args["where"].copy())
+    return query, [column.name for column, _ in pairs]
 
 
 def is_tracked(statement: exp.Expression) -> bool:

@@ -103,3 +103,21 @@ def test_withheld_columns_say_why(con):
     roles = derived_roles(con, sqlglot.parse_one(query, read="duckdb"), ["id", "u", "edu"])
     assert roles.withheld == {"id": "key people.id", "u": "ground truth people.job",
                               "edu": "people.edu is not declared core"}
+
+
+def test_an_update_carries_the_roles_of_what_it_copies_into_a_table():
+    with crowddb.connect(seed=3, progress=False) as db:
+        db.load_frame("people", people_frame(), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
+                      ground_truth="job", key="id")
+        db.load_frame("notes", people_frame()[["id"]].rename(columns={"id": "pid"}).assign(note="-", n=0))
+        assert db.roles("notes") == crowddb.catalog.TableRoles("notes")  # nothing declared yet
+        db.sql("UPDATE notes AS x SET note = p.job, n = p.age FROM people p WHERE x.pid = p.id")
+        roles = db.roles("notes")
+        assert (roles.ground_truth, roles.quasi_identifiers) == ("note", ("n",))
+        db.sql("UPDATE people SET hobby = upper(job)")  # a core-less column now holds the truth: never published
+        assert "hobby" in db.roles("people").sensitive
+        db.sql("UPDATE people SET edu = edu + 1")  # from itself, unprotected: nothing changes
+        assert "edu" not in db.roles("people").protected
+        db.sql("SELECT getposition(*) FROM people").fetchall()
+        shown = db.sql("SELECT content FROM crowddb_hit_items").fetchall()
+        assert shown and not any('"hobby"' in c for (c,) in shown)
