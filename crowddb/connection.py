@@ -500,6 +500,9 @@ class CrowdDB:
     def _run(self, query: str, statements: list[exp.Expression], params: Any, final: str):
         self._refuse_in_transaction(statements)
         self._refuse_unreadable_commands(statements)
+        binder = Planner(self._context(query), TABLE_FUNCTIONS)
+        for statement in statements:  # every call of every statement is bound before the first one pays
+            binder.validate(self._bind(statement, params))
         if self.budget is not None:  # refuse before anything is published when the whole query is over budget
             plan = self.explain(query, params)
             if plan.estimated_cost > self.budget + 1e-9:
@@ -538,6 +541,7 @@ class CrowdDB:
         still surfaces only in the real run (its purchases are cached, so the corrected query pays nothing again).
         A statement with a table function is left to the real run (their output columns depend on their arguments).
         """
+        planner.validate(statement)
         if any(planner.is_table_function(n) for n in statement.walk()):
             return
         probe = statement.copy()
@@ -594,6 +598,12 @@ class CrowdDB:
         path = Path(path)
         if not path.exists():
             raise ArgumentError(f"no such file: {path}")
+        if path.is_dir():
+            raise ArgumentError(f"load_csv: {path} is a folder; pass the path of one CSV file")
+        size = path.stat().st_size
+        if size == 0 or (size < 4096 and not path.read_bytes().strip()):
+            raise ArgumentError(f"load_csv: the CSV file {path} is empty (no header, no rows); nothing was loaded. "
+                                "Check the path, or write at least a header line")
         options = {k: exp.convert(v) for k, v in read_csv_options.items()}
         reader = exp.Anonymous(this="read_csv", expressions=[exp.convert(str(path))] + [
             exp.PropertyEQ(this=exp.to_identifier(k), expression=v) for k, v in options.items()])

@@ -85,6 +85,18 @@ class _Source:
     roles: TableRoles
 
 
+@dataclasses.dataclass
+class _BoundCall:
+    """A human operator call bound to its definition (``Planner.bind``)."""
+
+    op: Any                         # the registered HumanOperator
+    definition: Any                 # the same with the call's overrides applied
+    what: str                       # how errors name the call
+    columns: list[exp.Expression]   # the column arguments (or *)
+    args: dict[str, Any]            # the operator's own arguments (e.g. job)
+    named: dict[str, Any]           # the named overrides (method folded into the definition)
+
+
 class Planner:
     """Rewrites one statement, running its crowd operators through ``ctx``."""
 
@@ -300,9 +312,10 @@ class Planner:
         item.replace(_sql.table(temp, alias))
         return temp
 
-    def _run_call(self, scope: exp.Select, call: exp.Anonymous, sources: list[_Source]) -> None:
-        registry = self.ctx.registry
-        op = registry.get(call.name)
+    def bind(self, call: exp.Anonymous) -> _BoundCall:
+        """A human operator call checked against its definition: named overrides, the operator's own arguments, the
+        question they fill in. Pure: nothing runs, so a statement's calls are all bound before its first HIT."""
+        op = self.ctx.registry.get(call.name)
         what = f"{op.name}(...)"
         positional, named = split_arguments(call, what)
         for name, value in named.items():
@@ -330,6 +343,23 @@ class Planner:
             args[arg_name] = value
         method = named.pop("method", None)
         definition = op.with_overrides({**named, **({"aggregation": method} if method else {})})
+        try:
+            definition.question.format(**args)
+        except (KeyError, IndexError, ValueError) as err:
+            raise ArgumentError(f"{what}: its question {definition.question!r} cannot be filled in with the "
+                                f"arguments {args}: {type(err).__name__} {err}") from None
+        return _BoundCall(op, definition, what, columns_args, args, named)
+
+    def validate(self, statement: exp.Expression) -> None:
+        """Bind every human operator call of ``statement`` (see ``bind``), before any of them runs or pays."""
+        for node in statement.walk():
+            if self.is_human(node):
+                self.bind(node)
+
+    def _run_call(self, scope: exp.Select, call: exp.Anonymous, sources: list[_Source]) -> None:
+        bound = self.bind(call)
+        op, definition, what, columns_args, args, named = (bound.op, bound.definition, bound.what, bound.columns,
+                                                          bound.args, bound.named)
         published, qi, kinds, protected, withheld = self._published(columns_args, sources, what)
         truth_expr, key_expr = self._truth_and_key(sources, what, op.kind == "group")
 

@@ -121,3 +121,18 @@ def test_crowd_query_parameters_bind_and_their_count_is_checked(db):
         with pytest.raises(ArgumentError, match=f"1 parameters but {len(values)} values"):
             db.sql("SELECT id, getposition(*) FROM people WHERE age > ?", values)
     assert db.sql("SELECT count(*) FROM crowddb_hits").fetchall()[0][0] == 1  # only the first query bought
+
+
+@pytest.mark.parametrize("query, words", [
+    ("SELECT getposition(*) AS a, fits(*, 'teacher') AS b FROM people", "cannot be filled in.*nope"),
+    ("SELECT getposition(*) FROM people; SELECT getposition(*, k := 1) FROM people", "at least 2"),
+    ("WITH g AS (SELECT id, getposition(*) AS a FROM people) SELECT fits(*, 'x') FROM g", "nope"),
+])
+def test_every_call_of_every_statement_is_bound_before_the_first_pays(db, query, words):
+    db.register_udf({"name": "fits", "kind": "tuple", "question": "Fits {job} and {nope}?", "domain": ["yes", "no"],
+                     "arguments": [{"name": "job", "type": "VARCHAR"}]})
+    with pytest.raises(ArgumentError, match=words):
+        db.sql(query)
+    assert db.sql("SELECT count(*) FROM crowddb_hits").fetchall() == [(0,)]  # the first operator bought nothing
+    with pytest.raises(ArgumentError, match=words):
+        db.explain(query)
