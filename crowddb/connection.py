@@ -242,6 +242,12 @@ def _withheld_text(withheld: Mapping[str, str]) -> str:
     return "; ".join(shown)
 
 
+#: a crowd query's result reads its answers from temp tables (db.sql() returns a lazy relation that reads them each
+#: time it runs): those of the last few crowd queries are kept, older ones dropped (an older relation then fails with
+#: "table ... does not exist"); explain()'s and a failed query's are dropped at once
+_KEPT_RELATIONS = 4
+
+
 class CrowdDB:
     """A DuckDB connection plus a crowd: plain SQL passes through untouched, crowd operators are planned.
 
@@ -268,6 +274,7 @@ class CrowdDB:
             raise
         self.seed, self.budget, self.progress = seed, budget, progress
         self.last_plan: QueryPlan | None = None
+        self._kept_temps: list[Planner] = []  # the answers of the last crowd relations db.sql() returned
         self._last_scan: tuple[str, frozenset[str], _Scan] | None = None
 
     # --------------------------------------------------------------------------------------- lifecycle
@@ -436,6 +443,7 @@ class CrowdDB:
                 rewritten = self._rewrite(planner, bound)
                 if rehearse and i < len(statements) - 1 and _rehearsable(rewritten):
                     self._rehearse(rewritten, bound, planner.temp_roles)
+        planner.drop_temps()
         plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
         self.last_plan = plan
         return plan
@@ -508,8 +516,23 @@ class CrowdDB:
             if plan.estimated_cost > self.budget + 1e-9:
                 raise BudgetExceededError(f"the query's estimated cost ${plan.estimated_cost:,.2f} exceeds the "
                                           f"budget ${self.budget:,.2f}; nothing was published")
+        while len(self._kept_temps) >= _KEPT_RELATIONS:  # before the query: dropping after would replace its result
+            self._kept_temps.pop(0).drop_temps()
         ctx = self._context(query)
         planner = Planner(ctx, TABLE_FUNCTIONS)
+        try:
+            result = self._execute(statements, params, final, planner)
+        except BaseException:
+            planner.drop_temps()
+            raise
+        self.last_plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
+        # the result reads the answers' temp tables (a relation each time it runs; a pending execute() result until it
+        # is fetched, and dropping them now would replace it): they are kept for a few queries
+        self._kept_temps.append(planner)
+        return result
+
+    def _execute(self, statements: list[exp.Expression], params: Any, final: str, planner: Planner):
+        """Run the statements of a crowd query in order; returns the last one's result."""
         result = None
         for i, statement in enumerate(statements):
             bound = self._bind(statement, params)
@@ -530,7 +553,6 @@ class CrowdDB:
                     result = self._carry_roles_keeping(result, [bound], planner.temp_roles)
                 else:
                     self._carry_roles([bound], planner.temp_roles)
-        self.last_plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
         return result
 
     def _check_binds(self, planner: Planner, statement: exp.Expression) -> None:
@@ -680,17 +702,20 @@ class CrowdDB:
         return roles_of(self.con, resolve_table(self.con, table))
 
     def register_udf(self, definition: str | Path | HumanOperator | Mapping[str, Any]) -> HumanOperator:
-        """Add a human operator from a TOML file or folder, a mapping, or a HumanOperator."""
+        """Add a human operator from a TOML file or folder, a mapping, or a HumanOperator; returns it (a folder's
+        first definition). A bad definition is refused before any of a folder's is registered."""
+        import os
+
         if isinstance(definition, HumanOperator):
             op = definition
         elif isinstance(definition, Mapping):
             op = HumanOperator.from_mapping(definition)
+        elif isinstance(definition, (str, os.PathLike)):
+            ops = self.registry.add_path(Path(definition))  # every definition of a folder, or none if one is bad
+            return ops[0]
         else:
-            path = Path(definition)
-            before = set(self.registry.names())
-            self.registry.add_path(path)
-            added = sorted(set(self.registry.names()) - before) or self.registry.names()
-            return self.registry.get(added[0])
+            raise ArgumentError(f"register_udf takes a TOML file or folder path, a mapping or a crowddb.HumanOperator; "
+                                f"got {type(definition).__name__} {definition!r}")
         self.registry.add(op)
         return op
 

@@ -104,6 +104,7 @@ class Planner:
         self.ctx = ctx
         self.table_functions = {k.lower(): v for k, v in table_functions.items()}
         self.temp_roles: dict[str, TableRoles] = {}  # roles of the derived inputs this planner materialized
+        self.temps: list[str] = []  # every temp table this planner made (inputs, answers, table-function results)
 
     # ------------------------------------------------------------------------------------------- detection
     def is_human(self, node: exp.Expression) -> bool:
@@ -201,6 +202,7 @@ class Planner:
     def _temp_table(self, prefix: str, query: exp.Expression | None = None, frame: pd.DataFrame | None = None) -> str:
         """Create a connection-scoped temp table from a query or a DataFrame; returns its name."""
         name = f"__crowd_{prefix}_{next(_counter)}"
+        self.temps.append(name)
         target = _sql.table(name)
         con = self.ctx.con
         if frame is not None:
@@ -210,6 +212,12 @@ class Planner:
         else:
             con.execute(f"CREATE TEMP TABLE {target.sql(DIALECT)} AS {query.sql(DIALECT)}")
         return name
+
+    def drop_temps(self) -> None:
+        """Drop the temp tables this planner made (none of them is needed once its query's result is read)."""
+        for name in self.temps:
+            self.ctx.con.execute(exp.Drop(tables=[_sql.table(name)], kind="TABLE", exists=True).sql(DIALECT))
+        self.temps.clear()
 
     # ------------------------------------------------------------------------------------- table functions
     def _run_table_function(self, node: exp.Table) -> None:

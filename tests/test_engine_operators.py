@@ -140,3 +140,22 @@ def test_user_defined_operator_from_a_folder(tmp_path, perfect_crowd):
         got = db.sql("SELECT id, job, isteacher(age, edu) AS t FROM people").df()
         assert (got["t"] == got["job"]).all()
         assert float(db.sql("SELECT sum(cost) FROM crowddb_runs").fetchall()[0][0]) == pytest.approx(0.06)
+
+
+def test_temp_tables_of_a_query_are_dropped_when_it_is_done(db):
+    def temps() -> int:
+        return db.sql("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchall()[0][0]
+
+    query = "WITH y AS (SELECT * FROM people WHERE age > {}) SELECT id, getposition(*) AS g FROM y"
+    for i in range(12):
+        db.explain(query.format(i % 3))  # explain() leaves nothing behind
+        assert temps() == 2 * min(i, 4)
+        assert len(db.execute(query.format(i % 3)).fetchall()) == 60
+    relations = [db.sql(query.format(i % 3)) for i in range(12)]  # a result keeps its answers...
+    assert temps() == 2 * 4  # ... for the last four crowd queries (an input and an answer table each)
+    assert len(relations[-1].fetchall()) == len(relations[-4].fetchall()) == 60
+    with pytest.raises(Exception, match="does not exist"):
+        relations[0].fetchall()
+    with pytest.raises(Exception):
+        db.sql("SELECT getposition(*, k := 500) FROM (SELECT * FROM people) s")  # fails after materializing
+    assert temps() == 2 * 3  # its own temp tables are gone (and the oldest kept query's made room for it)
