@@ -138,8 +138,11 @@ class Lineage:
         return self._views[view.lower()]
 
     def touches_roles(self, tree: exp.Expression) -> bool:
-        """Does the query read (anywhere, through views too) a table with roles?"""
-        return any(self.roles(t.name) is not None for t in tree.find_all(exp.Table) if t.name)
+        """Does the query read (anywhere, through views too) a table with roles, or, while any role is declared, a
+        source whose lineage cannot be followed (a table function such as query('...') or a table macro, a file)?"""
+        if any(self.roles(t.name) is not None for t in tree.find_all(exp.Table) if t.name):
+            return True
+        return bool(self.declared or self.temp_roles) and bool(_opaque_sources(tree, self.columns))
 
     # -------------------------------------------------------------------------------------- per relation
     def relation(self, query: exp.Query, columns: list[str], name: str = "<derived>") -> DerivedRoles | None:
@@ -176,7 +179,10 @@ class Lineage:
         return schema
 
     def _statuses(self, query: exp.Query, columns: list[str]) -> list[Status]:
-        unknown = [Status(WITHHELD, reason="its lineage cannot be established")] * len(columns)
+        opaque = _opaque_sources(query, self.columns)
+        reason = (f"it may come from {opaque[0]}, whose lineage crowddb cannot follow" if opaque
+                  else "its lineage cannot be established")
+        unknown = [Status(WITHHELD, reason=reason)] * len(columns)
         tree = query.copy()
         if not any("rowid" in {c.lower() for c in cols} for cols in self.columns.values()):
             for col in list(tree.find_all(exp.Column)):  # DuckDB's row identity (the planner joins answers on it)
@@ -292,6 +298,30 @@ class Lineage:
                         if column is not None:
                             out.append((leaf.source.name.lower(), column.lower()))
         return out
+
+
+#: table functions that only count (sqlglot parses range() as GenerateSeries): over constant arguments their rows
+#: derive from nothing
+_GENERATORS = {"range", "generate_series"}
+
+
+def _opaque_sources(tree: exp.Expression, known: Mapping[str, object]) -> list[str]:
+    """FROM items that are neither a table or view of the catalog nor a CTE of the query: table functions (which may
+    read anything: ``query('SELECT * FROM people')``, a table macro), files, UNNEST."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    out = []
+    for node in tree.find_all(exp.Table, exp.Unnest):
+        if isinstance(node, exp.Unnest):
+            if isinstance(node.parent, (exp.From, exp.Join)):
+                out.append(node.sql(DIALECT))
+        elif not isinstance(node.this, exp.Identifier):
+            generator = isinstance(node.this, exp.GenerateSeries) or (
+                isinstance(node.this, exp.Anonymous) and node.this.name.lower() in _GENERATORS)
+            if not (generator and all(_is_constant(a) for a in node.this.iter_expressions())):
+                out.append(node.this.sql(DIALECT))
+        elif not node.args.get("db") and node.name.lower() not in known and node.name.lower() not in ctes:
+            out.append(node.name)
+    return out
 
 
 def _leaf_column(leaf: Node) -> str | None:

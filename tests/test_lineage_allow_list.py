@@ -121,3 +121,20 @@ def test_an_update_carries_the_roles_of_what_it_copies_into_a_table():
         db.sql("SELECT getposition(*) FROM people").fetchall()
         shown = db.sql("SELECT content FROM crowddb_hit_items").fetchall()
         assert shown and not any('"hobby"' in c for (c,) in shown)
+
+
+@pytest.mark.parametrize("source", ["query('SELECT * FROM people')", "tm()", "'{path}'"])
+def test_a_source_whose_lineage_cannot_be_followed_is_withheld_while_roles_exist(tmp_path, source):
+    with crowddb.connect(seed=3, progress=False) as db:
+        db.load_frame("people", people_frame(), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
+                      ground_truth="job", key="id")
+        db.sql("CREATE MACRO tm() AS TABLE SELECT * FROM people")
+        db.con.execute(f"COPY people TO '{tmp_path / 'copy.csv'}'")  # through db.con: a file no role follows
+        query = f"SELECT getposition(*, domain := ['a', 'b']) FROM (SELECT * FROM {source}) s"
+        with pytest.raises(crowddb.errors.PrivacyError, match="nothing to publish.*whose lineage crowddb cannot"):
+            db.explain(query.format(path=tmp_path / "copy.csv"))
+    with crowddb.connect(seed=3, progress=False) as db:  # no role declared anywhere: nothing to protect
+        db.load_frame("people", people_frame())
+        db.sql("CREATE MACRO tm() AS TABLE SELECT * FROM people")
+        plan = db.explain(query.format(path=tmp_path / "copy.csv").replace("'a', 'b'", "'x', 'y'"))
+        assert plan.operators[0].items == 60 and set(plan.operators[0].withheld) <= {"id"}
