@@ -25,8 +25,14 @@ CREATE TABLE IF NOT EXISTS crowddb_runs (
     delta         DOUBLE,
     created_at    TIMESTAMP DEFAULT current_timestamp
 );
--- 'completed', or 'failed': the run stopped after buying some answers, which are kept (a rerun reuses them)
+-- 'running' (its row is written when the run starts, which takes its id), 'completed', 'failed' (the run stopped
+-- after buying some answers, which are kept: a rerun reuses them), or 'interrupted' (its process died: a later run
+-- found it 'running' with its process gone, and filled in the HITs, assignments and cost it had on record)
 ALTER TABLE crowddb_runs ADD COLUMN IF NOT EXISTS status VARCHAR DEFAULT 'completed';
+-- the process running it (pid on host) and when it last wrote a purchase: how a later run knows it was interrupted
+ALTER TABLE crowddb_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
+ALTER TABLE crowddb_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+ALTER TABLE crowddb_runs ADD COLUMN IF NOT EXISTS heartbeat TIMESTAMP;
 
 CREATE TABLE IF NOT EXISTS crowddb_workers (
     worker_id   VARCHAR PRIMARY KEY,
@@ -46,7 +52,10 @@ CREATE TABLE IF NOT EXISTS crowddb_hits (
     reward          DECIMAL(18, 4) NOT NULL,   -- per assignment
     fee_rate        DOUBLE NOT NULL,
     platform        VARCHAR NOT NULL,
-    status          VARCHAR NOT NULL,  -- 'published' (posted, not yet collected), 'completed', 'lost'
+    -- 'publishing' (on record before the platform is called: write-ahead), 'published' (the platform accepted it,
+    -- not yet collected), 'completed', 'lost' (the platform no longer knows it; its items were bought again). A HIT
+    -- left 'publishing' by a run that died is resolved by the next run: the platform is asked whether it has it.
+    status          VARCHAR NOT NULL,
     created_at      TIMESTAMP DEFAULT current_timestamp
 );
 

@@ -53,11 +53,25 @@ class Platform(abc.ABC):
 
     @abc.abstractmethod
     def publish(self, batch: HitBatch, *, knowledge: KnowledgeBase | None = None) -> None:
-        """Post the HITs. ``knowledge`` is the world a simulated crowd answers from; a real platform ignores it."""
+        """Post the HITs. ``knowledge`` is the world a simulated crowd answers from; a real platform ignores it.
+
+        Must be idempotent on hit ids: a HIT id the platform already has is not posted again (crowddb records HITs
+        as 'publishing' before calling this, and a run that died in between may retry). Real marketplaces offer
+        this as a client token / unique request id per HIT: use the hit id."""
+
+    def known(self, hit_ids: list[str]) -> set[str]:
+        """The ids among ``hit_ids`` this platform has accepted (posted, whether collected or not).
+
+        crowddb asks this about HITs it recorded as 'publishing' (write-ahead) whose publication it never saw
+        confirmed: known ones are collected, unknown ones were never posted and are bought normally. The default
+        assumes all were posted; collecting then tells (an unknown HIT raises ``UnknownHITError`` and is recorded
+        lost and bought again). A platform that can tell should override this."""
+        return set(hit_ids)
 
     @abc.abstractmethod
     def collect(self, hit_ids: list[str], *, progress: ProgressFn | None = None) -> Collected:
         """Block until every assignment of these HITs is submitted; call ``progress(n_hits_done)`` as HITs finish.
+        Collecting a HIT again returns the same assignments (a run may die after collecting and before recording).
 
         HITs the platform does not know (any longer) raise ``UnknownHITError``: crowddb then records them as lost and
         buys their answers again. Any other failure leaves them recorded as published, to be collected on a rerun."""

@@ -40,6 +40,8 @@ class SimulatedCrowd(Platform):
         self._quality = qualities
         self._ids = np.array([f"W{i + 1:04d}" for i in range(len(qualities))], dtype=object)
         self._pending: dict[str, tuple[HitBatch, KnowledgeBase | None]] = {}
+        self._collected: list[Collected] = []      # what each collect() returned (a HIT collected again: the same)
+        self._collected_in: dict[str, int] = {}    # hit_id -> index into _collected
 
     def workers(self) -> pd.DataFrame:
         return pd.DataFrame({"worker_id": self._ids, "quality": self._quality})
@@ -52,13 +54,33 @@ class SimulatedCrowd(Platform):
         if too_many.any():
             raise PlatformError(f"a HIT asks for {int(batch.hits['assignments'].max())} assignments but the "
                                 f"simulated crowd has {len(self._ids)} workers")
-        for hit_id in batch.hits["hit_id"]:
-            self._pending[hit_id] = (batch, knowledge)
+        for hit_id in batch.hits["hit_id"]:  # idempotent: a HIT id posted before is not posted again
+            if hit_id not in self._pending and hit_id not in self._collected_in:
+                self._pending[hit_id] = (batch, knowledge)
+
+    def known(self, hit_ids: list[str]) -> set[str]:
+        return {h for h in hit_ids if h in self._pending or h in self._collected_in}
 
     def collect(self, hit_ids: list[str], *, progress: ProgressFn | None = None) -> Collected:
-        missing = [h for h in hit_ids if h not in self._pending]
+        missing = [h for h in hit_ids if h not in self._pending and h not in self._collected_in]
         if missing:
-            raise UnknownHITError(f"HITs never published here (or already collected): {missing[:5]}")
+            raise UnknownHITError(f"HITs never published here: {missing[:5]}")
+        again = [h for h in hit_ids if h in self._collected_in]
+        fresh = [h for h in hit_ids if h not in self._collected_in]
+        got = self._collect_fresh(fresh, progress)
+        if again:  # collected before: the same assignments and answers (nothing is answered or paid twice)
+            parts = [got] if len(got.assignments) else []
+            for index in sorted({self._collected_in[h] for h in again}):
+                old = self._collected[index]
+                parts.append(Collected(old.assignments[old.assignments["hit_id"].isin(again)],
+                                       old.answers[old.answers["hit_id"].isin(again)]))
+            got = Collected(pd.concat([p.assignments for p in parts], ignore_index=True),
+                            pd.concat([p.answers for p in parts], ignore_index=True))
+            if progress is not None:
+                progress(len(again))
+        return got
+
+    def _collect_fresh(self, hit_ids: list[str], progress: ProgressFn | None) -> Collected:
         batches: dict[int, tuple[HitBatch, KnowledgeBase | None, list[str]]] = {}
         for hit_id in hit_ids:
             batch, knowledge = self._pending[hit_id]
@@ -72,12 +94,15 @@ class SimulatedCrowd(Platform):
                 answers.append(got.answers)
                 if progress is not None:
                     progress(len(chunk))
-        for hit_id in hit_ids:
-            del self._pending[hit_id]
         if not assignments:
             return Collected(pd.DataFrame(columns=["assignment_id", "hit_id", "worker_id"]),
                              pd.DataFrame(columns=["assignment_id", "hit_id", "item_no", "worker_id", "answer"]))
-        return Collected(pd.concat(assignments, ignore_index=True), pd.concat(answers, ignore_index=True))
+        got = Collected(pd.concat(assignments, ignore_index=True), pd.concat(answers, ignore_index=True))
+        self._collected.append(got)
+        for hit_id in hit_ids:
+            del self._pending[hit_id]
+            self._collected_in[hit_id] = len(self._collected) - 1
+        return got
 
     def _answer(self, batch: HitBatch, knowledge: KnowledgeBase, hit_ids: list[str]) -> Collected:
         """Simulate every assignment of ``hit_ids`` at once."""

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from ..errors import (
     UnknownHITError,
 )
 from ..udf import HumanOperator
-from .context import OperatorContext
+from .context import OperatorContext, reap_interrupted
 
 ROW_ID = "__crowd_row"      # position of the row in the operator's input
 GROUP_ID = "__crowd_group"  # group number (group operators)
@@ -116,14 +117,23 @@ class HumanOperatorRun:
         if not call.published:
             raise ArgumentError(f"{self.op.name}: no column is left to publish (all are sensitive, ground truth "
                                 "or key); declare core columns or pass columns explicitly")
-        self.run_id = ctx.next_id("crowddb_runs", "run_id")
-        self.rng = ctx.rng(self.run_id, call.seed)
         self.question = self.op.question.format(**call.args)
         self.domain = self._domain()
+        if ctx.dry_run:  # explain(): nothing is written, the id is only a name
+            self.run_id = ctx.next_id("crowddb_runs", "run_id")
+        else:  # runs whose process died are marked interrupted, then this run's row takes its id
+            reap_interrupted(ctx.con)
+            self.run_id = ctx.reserve_run(self.op.name, len(call.frame), int(self.op.k), self.op.anonymizer)
+        self.rng = ctx.rng(self.run_id, call.seed)
+        # with a seed (the call's, or the connection's) the split into HITs is drawn from self.rng as always; without
+        # one it is a keyed hash order of the published content: a function of the data, so a rerun splits the same
+        # way and is served from the cache
+        self._seeded = call.seed is not None or ctx.seed is not None
         self.spent = 0.0
         self._hit_seq = 0
         self._bought: list[tuple[HitBatch, Any, pd.DataFrame]] = []
-        self._reserved = False  # this run's crowddb_runs row was written with its first purchase
+        self._reserved = not ctx.dry_run  # this run's crowddb_runs row was written when it started
+        self._wrote_hits = False  # a HIT of this run is on record (then its row stays, even if the run fails)
         self._fka_tuples = 0
         self._fka_estimate = 0
         self._awaited: dict[str, int] = {}  # dry run: HITs an earlier run posted (-> assignments), to collect
@@ -141,6 +151,9 @@ class HumanOperatorRun:
             raise ArgumentError(f"{self.op.name}: its answer domain comes from the ground-truth column, and the "
                                 "input has none; declare a ground_truth column or pass domain := [...]")
         values = self.call.frame[TRUTH].dropna().astype(str).unique()
+        if not len(values):
+            raise ArgumentError(f"{self.op.name}: its answer domain comes from the ground-truth column, which holds "
+                                "no known value in the input; pass domain := [...]")
         return tuple(sorted(values))
 
     def _knowledge(self, raw: pd.DataFrame) -> KnowledgeBase | None:
@@ -184,12 +197,44 @@ class HumanOperatorRun:
         if call.shared:  # group operators: QIs every row of a group shares are generalized per group
             options["shared"] = list(call.shared)
         release = anonymize(raw, list(call.quasi_identifiers), int(op.k), method=method,
-                            kinds=dict(call.kinds) or None, seed=self.rng, **options)
+                            kinds=dict(call.kinds) or None, seed=self._anonymizer_rng(raw), **options)
         table = release.table[call.published].copy()
         for col in call.published:
             if col not in call.quasi_identifiers:
                 table[col] = render(raw[col])
         return table.astype(str), release.metrics
+
+    def _anonymizer_rng(self, raw: pd.DataFrame) -> np.random.Generator:
+        """The anonymizer's randomness (FKA's synthetic samples): with the call's seed, self.rng as always; else a
+        generator seeded by a hash of the input, the call's parameters and the connection's seed if any, so a rerun
+        draws the same samples and buys nothing twice."""
+        if self.call.seed is not None:
+            return self.rng
+        digest = hashlib.sha256(self._signature().encode())
+        digest.update(json.dumps([int(self.op.k), self.op.anonymizer, float(self.op.sample_ratio),
+                                  int(self.op.cell_limit), list(self.call.quasi_identifiers), self.ctx.seed],
+                                 default=str).encode())
+        digest.update(pd.util.hash_pandas_object(raw, index=False).to_numpy().tobytes())
+        return np.random.default_rng(int.from_bytes(digest.digest()[:16], "little"))
+
+    def _shuffle(self, row_hash: np.ndarray, split: bool = False) -> np.ndarray:
+        """The order rows are packed into HITs in: a shuffle that does not reveal the input order. Without a seed, and
+        always where the order decides what an item holds (``split``: a group cut into items, a knock-out round),
+        the order of a keyed hash of each row's content and the seed (ties, i.e. identical rows, in input order), so
+        the same data is split into the same items on every run and a rerun is served from the cache. Otherwise a
+        permutation drawn from self.rng (tuple items hold one row each: their packing never changes what is bought)."""
+        n = len(row_hash)
+        if self._seeded and not split:
+            return self.rng.permutation(n)
+        seed = self.call.seed if self.call.seed is not None else self.ctx.seed
+        key = self._signature() if seed is None else hashlib.sha1(f"{self._signature()}:{seed}".encode()).hexdigest()
+        salt = np.uint64(int(key[:16], 16) & 0xFFFFFFFFFFFFFFFF)
+        with np.errstate(over="ignore"):  # splitmix64 of content hash ^ salt
+            z = (np.asarray(row_hash, dtype=np.uint64) ^ salt) + np.uint64(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            z = z ^ (z >> np.uint64(31))
+        return np.lexsort((np.arange(n), z))
 
     def _fka_ask(self, raw: pd.DataFrame):
         """FKA's crowd callback: publish synthetic QI boxes as paid HITs of this operator (kanon-crowd-db §4.1, §4.3).
@@ -238,16 +283,18 @@ class HumanOperatorRun:
         n = len(shown)
         if (kind or self.op.kind) == "group":
             return self._group_round_items(self.call.frame[GROUP_ID].to_numpy(), np.arange(n), 0)
-        order = self.rng.permutation(n)  # rows are shuffled before they are grouped into HITs
-        row_hash = pd.util.hash_pandas_object(shown, index=False).to_numpy()[order]
+        row_hash = pd.util.hash_pandas_object(shown, index=False).to_numpy()
+        order = self._shuffle(row_hash)  # rows are shuffled before they are grouped into HITs
+        row_hash = row_hash[order]
         items = pd.DataFrame({"item_id": np.arange(n), ROW_ID: order, "row_no": 1, "row_hash": row_hash})
         items["item_key"] = np.char.add(self._signature(list(shown.columns)) + ":", row_hash.astype(str)).astype(object)
         return self._with_occurrence(items)
 
     def _group_round_items(self, groups: np.ndarray, rows: np.ndarray, first_id: int) -> pd.DataFrame:
         """Items of one knock-out round over the given rows of each group (shuffled, then chunked)."""
-        order = self.rng.permutation(len(rows))
-        row_hash = pd.util.hash_pandas_object(self.shown.iloc[rows[order]], index=False).to_numpy()
+        row_hash = pd.util.hash_pandas_object(self.shown.iloc[rows], index=False).to_numpy()
+        order = self._shuffle(row_hash, split=True)
+        row_hash = row_hash[order]
         items = self._group_items(groups[order], rows[order], row_hash)
         items["item_id"] += first_id
         sig = self._signature()
@@ -358,8 +405,11 @@ class HumanOperatorRun:
             return self._run()
         except BaseException:
             if self._reserved and not self.ctx.dry_run:
-                self._persist(status="failed")
-                self.ctx.spent += self.spent
+                if self._wrote_hits and self._has_hits():
+                    self._persist(status="failed")
+                    self.ctx.spent += self.spent
+                else:
+                    self._release_run()
             raise
 
     def _run(self) -> tuple[pd.DataFrame | None, OperatorPlan]:
@@ -426,9 +476,10 @@ class HumanOperatorRun:
             return None, None
         from ..anonymize import accuracy_bounds
 
-        if TRUTH in self.call.frame:
-            shares = self.call.frame[TRUTH].astype(str).value_counts(normalize=True).to_numpy()
-        else:
+        shares = np.array([])
+        if TRUTH in self.call.frame:  # a NULL ground truth is unknown, not a class ('nan' after astype(str), pandas 2)
+            shares = self.call.frame[TRUTH].dropna().astype(str).value_counts(normalize=True).to_numpy()
+        if not len(shares):  # no ground truth declared, or none known (all NULL): uniform over the answer domain
             shares = np.full(len(self.domain), 1.0 / len(self.domain))
         return accuracy_bounds(shares)
 
@@ -465,9 +516,15 @@ class HumanOperatorRun:
             batch = self._batch(items, hits, layout)
             platform = self.ctx.platform
             keys = layout.merge(ident, on="item_id")
-            with self._platform_errors(f"publishing {len(hits)} HITs (round {round_no})"):
-                platform.publish(batch, knowledge=knowledge)
-            self._record_posted(batch, keys)  # from here on they are paid for: on record before collecting
+            ids = batch.hits["hit_id"].tolist()
+            self._record_posted(batch, keys)  # write-ahead: on record as 'publishing' before the platform is called
+            try:
+                with self._platform_errors(f"publishing {len(hits)} HITs (round {round_no})"):
+                    platform.publish(batch, knowledge=knowledge)
+            except BaseException:
+                self._resolve_publishing(ids)  # which of them did the platform get? the rest were never posted
+                raise
+            self._set_status(ids, "published", "publishing")  # from here on they are paid for
             with self._platform_errors(f"collecting {len(hits)} HITs (round {round_no})"):
                 got = platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update)
             got.answers = got.answers.merge(layout, on=["hit_id", "item_no"]).merge(ident, on="item_id")
@@ -527,28 +584,40 @@ class HumanOperatorRun:
         values = [int(sum(len(h) for h in hits)), int(sum(h["assignments"].sum() for h in hits)),
                   plan.cached_items if plan else 0, round(self.spent, 4), plan.k if plan else int(op.k),
                   plan.anonymizer if plan else op.anonymizer, status]
-        with transaction(con):
-            if self._reserved:
-                con.execute("UPDATE crowddb_runs SET hits = ?, assignments = ?, cached_items = ?, cost = ?, k = ?, "
-                            "anonymizer = ?, status = ? WHERE run_id = ?", [*values, self.run_id])
-            else:
-                self._insert_run(*values)
-            if getattr(self, "metrics", None) is not None:
-                release_id = self.ctx.next_id("crowddb_releases", "release_id")
-                con.execute("INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, params, metrics) "
-                            "VALUES (?, ?, 'anonymization', ?, ?, ?, ?)",
-                            [release_id, self.run_id, op.anonymizer, int(op.k),
-                             json.dumps({"quasi_identifiers": list(self.call.quasi_identifiers)}),
-                             json.dumps(self.metrics, default=float)])
+        import duckdb
 
-    def _insert_run(self, hits: int, assignments: int, cached_items: int, cost: float, k: int, anonymizer: str,
-                    status: str) -> None:
-        """This run's row of crowddb_runs."""
-        self.ctx.con.execute(
-            "INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, cached_items, cost, k, "
-            "anonymizer, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [self.run_id, self.op.name, self.ctx.query, len(self.call.frame), hits, assignments, cached_items, cost,
-             k, anonymizer, status])
+        for attempt in range(200):  # another connection may take the same release id first: take the next
+            try:
+                with transaction(con):
+                    con.execute("UPDATE crowddb_runs SET hits = ?, assignments = ?, cached_items = ?, cost = ?, "
+                                "k = ?, anonymizer = ?, status = ?, heartbeat = current_timestamp WHERE run_id = ?",
+                                [*values, self.run_id])
+                    if getattr(self, "metrics", None) is not None:
+                        release_id = self.ctx.next_id("crowddb_releases", "release_id")
+                        con.execute("INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, params, "
+                                    "metrics) VALUES (?, ?, 'anonymization', ?, ?, ?, ?)",
+                                    [release_id, self.run_id, op.anonymizer, int(op.k),
+                                     json.dumps({"quasi_identifiers": list(self.call.quasi_identifiers)}),
+                                     json.dumps(self.metrics, default=float)])
+                return
+            except (duckdb.TransactionException, duckdb.ConstraintException):
+                if attempt == 199:
+                    raise
+                time.sleep(0.001 * (1 + attempt % 20))
+
+    def _has_hits(self) -> bool:
+        """Whether a HIT of this run is on record (a write-ahead record the platform never got is dropped)."""
+        try:
+            return bool(self.ctx.con.execute("SELECT count(*) FROM crowddb_hits WHERE run_id = ?",
+                                             [self.run_id]).fetchall()[0][0])
+        except Exception:
+            return True
+
+    def _release_run(self) -> None:
+        """A run that failed before anything of it was on record leaves no row (and its id is free again)."""
+        with contextlib.suppress(Exception), transaction(self.ctx.con):
+            self.ctx.con.execute("DELETE FROM crowddb_runs WHERE run_id = ? AND NOT EXISTS "
+                                 "(SELECT 1 FROM crowddb_hits WHERE run_id = ?)", [self.run_id, self.run_id])
 
     @contextlib.contextmanager
     def _platform_errors(self, doing: str):
@@ -563,27 +632,59 @@ class HumanOperatorRun:
 
     # ---------------------------------------------------------------------- purchases, recorded as they happen
     def _record_posted(self, batch: HitBatch, keys: pd.DataFrame) -> None:
-        """The HITs the platform accepted, with exactly what they show, as 'published' (one transaction); the run's
-        row is reserved with the first of them, so its id and the HIT ids made from it stay taken."""
+        """The HITs about to be posted, with exactly what they show, as 'publishing' (one transaction), before the
+        platform is called (write-ahead): a run that dies during or after publish() leaves them on record, and the
+        next run asks the platform which of them it has instead of posting anything again."""
         con = self.ctx.con
         hits = batch.hits.assign(
-            operator=self.op.name, run_id=self.run_id, platform=self.ctx.platform.name, status="published",
+            operator=self.op.name, run_id=self.run_id, platform=self.ctx.platform.name, status="publishing",
             domain=json.dumps(list(self.domain)) if self.domain is not None else None,
             n_items=batch.hits["hit_id"].map(batch.items.groupby("hit_id")["item_no"].nunique()))
         items = batch.items.merge(keys[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
         content = _content_sql(batch.published_columns, group=self.op.kind == "group")
         with registered(con, __crowd_h=hits, __crowd_i=items), transaction(con):
-            if not self._reserved:
-                self._insert_run(0, 0, 0, 0.0, int(self.op.k), self.op.anonymizer, "running")
+            con.execute("UPDATE crowddb_runs SET heartbeat = current_timestamp WHERE run_id = ?", [self.run_id])
             con.execute("INSERT INTO crowddb_hits (hit_id, run_id, operator, question, domain, n_items, assignments, "
                         "reward, fee_rate, platform, status) SELECT hit_id, run_id, operator, question, domain, "
                         "n_items, assignments, reward, fee_rate, platform, status FROM __crowd_h")
             con.execute(f"INSERT INTO crowddb_hit_items (hit_id, item_no, item_key, occurrence, content) {content}")
-        self._reserved = True
+        self._wrote_hits = True
 
-    def _record_collected(self, assignments: pd.DataFrame, answers: pd.DataFrame, reward: Any, fee: Any) -> None:
+    def _set_status(self, hit_ids: list[str], status: str, was: str) -> None:
+        """HITs of status ``was`` become ``status`` (one statement)."""
+        with registered(self.ctx.con, __crowd_d=pd.DataFrame({"hit_id": list(hit_ids)})):
+            self.ctx.con.execute("UPDATE crowddb_hits SET status = ? WHERE status = ? AND hit_id IN "
+                                 "(SELECT hit_id FROM __crowd_d)", [status, was])
+
+    def _resolve_publishing(self, hit_ids: list[str]) -> list[str]:
+        """HITs on record as 'publishing' whose publication was never confirmed: the ones the platform has become
+        'published' (returned), the others were never posted and their records are dropped (the crowd saw nothing;
+        their items are bought normally). If the platform cannot be asked, they stay 'publishing' for a later run."""
+        if not hit_ids:
+            return []
+        try:
+            with self._platform_errors(f"asking about {len(hit_ids)} HITs whose publication was not confirmed"):
+                known = self.ctx.platform.known(list(hit_ids))
+        except Exception:
+            return []
+        posted = [h for h in hit_ids if h in known]
+        unposted = pd.DataFrame({"hit_id": [h for h in hit_ids if h not in known]})
+        con = self.ctx.con
+        with registered(con, __crowd_u=unposted), transaction(con):
+            if posted:
+                self._set_status(posted, "published", "publishing")
+            if len(unposted):
+                con.execute("DELETE FROM crowddb_hit_items WHERE hit_id IN (SELECT hit_id FROM __crowd_u) AND hit_id "
+                            "IN (SELECT hit_id FROM crowddb_hits WHERE status = 'publishing')")
+                con.execute("DELETE FROM crowddb_hits WHERE status = 'publishing' AND hit_id IN "
+                            "(SELECT hit_id FROM __crowd_u)")
+        return posted
+
+    def _record_collected(self, assignments: pd.DataFrame, answers: pd.DataFrame, reward: Any, fee: Any,
+                          credit: bool = False) -> None:
         """Assignments, answers (with item_key, occurrence) and payments of collected HITs, which become
-        'completed' (one transaction). ``reward``/``fee``: per assignment, a number or a Series aligned with it."""
+        'completed' (one transaction). ``reward``/``fee``: per assignment, a number or a Series aligned with it.
+        ``credit``: HITs an earlier run posted: their HITs, assignments and cost are added to that run's row."""
         con = self.ctx.con
         payments = assignments.assign(reward=reward, fee=fee)
         done = pd.DataFrame({"hit_id": pd.unique(assignments["hit_id"])})
@@ -596,22 +697,36 @@ class HumanOperatorRun:
             con.execute("INSERT INTO crowddb_payments (assignment_id, hit_id, worker_id, reward, fee) "
                         "SELECT assignment_id, hit_id, worker_id, reward, fee FROM __crowd_p")
             con.execute("UPDATE crowddb_hits SET status = 'completed' WHERE hit_id IN (SELECT hit_id FROM __crowd_d)")
+            if credit:
+                con.execute("UPDATE crowddb_runs r SET hits = r.hits + s.n_hits, assignments = r.assignments + s.n, "
+                            "cost = r.cost + s.paid FROM (SELECT h.run_id, count(DISTINCT p.hit_id) AS n_hits, "
+                            "count(*) AS n, sum(p.reward + p.fee) AS paid FROM __crowd_p p JOIN crowddb_hits h "
+                            "USING (hit_id) GROUP BY h.run_id) s WHERE r.run_id = s.run_id")
 
     def _outstanding_hits(self, items: pd.DataFrame) -> pd.DataFrame:
-        """HITs an earlier run posted for these items and never collected: hit_id, item_key, occurrence, assignments."""
+        """HITs an earlier run posted (or was posting) for these items and never collected: hit_id, item_key,
+        occurrence, assignments, status. Only of runs that are over: a run still running collects its own."""
         need = items.drop_duplicates("item_id")[["item_key", "occurrence"]]
         with registered(self.ctx.con, __crowd_need=need):
             return self.ctx.con.execute(
-                "SELECT h.hit_id, i.item_key, i.occurrence, h.assignments FROM crowddb_hits h "
+                "SELECT h.hit_id, i.item_key, i.occurrence, h.assignments, h.status FROM crowddb_hits h "
                 "JOIN crowddb_hit_items i USING (hit_id) JOIN __crowd_need n USING (item_key, occurrence) "
-                "WHERE h.status = 'published' AND h.operator = ? AND h.platform = ? ORDER BY h.hit_id",
+                "LEFT JOIN crowddb_runs r ON r.run_id = h.run_id "
+                "WHERE h.status IN ('published', 'publishing') AND h.operator = ? AND h.platform = ? "
+                "AND coalesce(r.status, '') <> 'running' ORDER BY h.hit_id",
                 [self.op.name, self.ctx.platform.name]).df()
 
     def _collect_outstanding(self, items: pd.DataFrame) -> None:
         """Collect HITs an earlier run posted for these items but never collected (it failed or was stopped), so
         their answers are not bought twice; HITs the platform no longer knows are recorded as lost."""
         con, platform = self.ctx.con, self.ctx.platform
-        ids = pd.unique(self._outstanding_hits(items)["hit_id"]).tolist()
+        outstanding = self._outstanding_hits(items).drop_duplicates("hit_id")
+        if not len(outstanding):
+            return
+        publishing = outstanding.loc[outstanding["status"] == "publishing", "hit_id"].tolist()
+        confirmed = set(self._resolve_publishing(publishing))
+        ids = [h for h, st in zip(outstanding["hit_id"], outstanding["status"])
+               if st == "published" or h in confirmed]
         if not ids:
             return
         try:
@@ -628,7 +743,8 @@ class HumanOperatorRun:
         answers = got.answers.merge(known[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
         price = got.assignments.merge(known.drop_duplicates("hit_id")[["hit_id", "reward", "fee"]], on="hit_id",
                                       how="left")
-        self._record_collected(got.assignments, answers, price["reward"].to_numpy(), price["fee"].to_numpy())
+        self._record_collected(got.assignments, answers, price["reward"].to_numpy(), price["fee"].to_numpy(),
+                               credit=True)
 
 
 def _content_sql(columns: list[str], group: bool) -> str:
