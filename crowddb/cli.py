@@ -48,11 +48,17 @@ def main(argv: list[str] | None = None) -> int:
                 _print_result(db.sql(args.query))
         return 0
     except CrowdDBError as err:
-        print(f"crowddb: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"crowddb: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
         return 2
     except duckdb.Error as err:  # plain SQL reaches DuckDB as written: its errors are DuckDB's, not a traceback
-        print(f"crowddb: DuckDB {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"crowddb: DuckDB {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
         return 2
+
+
+def _one_line(err: BaseException) -> str:
+    """An error message on one line: DuckDB's carets under the query text are dropped, lines joined."""
+    lines = [line.strip() for line in str(err).splitlines()]
+    return " ".join(line for line in lines if line and set(line) - {"^", " "})
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -595,7 +596,7 @@ class CrowdDB:
                 name = node.name
                 if name not in params:
                     raise ArgumentError(f"no value given for parameter ${name}")
-                node.replace(exp.convert(params[name]))
+                node.replace(_param(params[name]))
             return statement
         values = list(params)
         positional = [n for n in placeholders if not n.name or n.name == "?"]
@@ -603,10 +604,10 @@ class CrowdDB:
         if len(positional) > len(values) or (positional and not numbered and len(positional) < len(values)):
             raise ArgumentError(f"the query has {len(positional)} parameters but {len(values)} values were given")
         for node, value in zip(positional, values):
-            node.replace(exp.convert(value))
+            node.replace(_param(value))
         for node in numbered:
             try:
-                node.replace(exp.convert(values[int(node.name) - 1]))
+                node.replace(_param(values[int(node.name) - 1]))
             except (ValueError, IndexError):
                 raise ArgumentError(f"no value given for parameter ${node.name}") from None
         return statement
@@ -768,6 +769,13 @@ def _rolled_back(con: duckdb.DuckDBPyConnection, active: bool):
         except duckdb.TransactionException:  # something ended the transaction: what ran before that was kept
             raise QueryError("explain(): the transaction its rehearsal runs in was ended by a statement it ran, so "
                              "what the earlier statements created or changed was not rolled back") from None
+
+
+def _param(value: Any) -> exp.Expression:
+    """A query parameter as a literal node; NaN stays NaN (exp.convert makes it NULL, which reads as 'not given')."""
+    if isinstance(value, float) and math.isnan(value):
+        return exp.cast(exp.Literal.string("NaN"), exp.DataType.build("DOUBLE"))
+    return exp.convert(value)
 
 
 def _query_error(err: duckdb.Error) -> CrowdDBError:

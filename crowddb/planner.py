@@ -46,6 +46,9 @@ def literal_value(node: exp.Expression, what: str) -> Any:
             return int(text)
         except ValueError:
             return float(text)
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string \
+            and node.to.is_type(*exp.DataType.REAL_TYPES):
+        return float(node.this.this)  # a NaN or inf parameter ('NaN'::DOUBLE), refused by the argument's binder
     if isinstance(node, exp.Boolean):
         return bool(node.this)
     if isinstance(node, exp.Null):

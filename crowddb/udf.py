@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
+import string
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -25,6 +28,92 @@ OVERRIDES: dict[str, type | tuple[type, ...]] = {
     "fee": (int, float), "method": str, "anonymizer": str, "domain": list, "seed": int,
     "sample_ratio": (int, float), "cell_limit": int,
 }
+#: names a human operator may not take: the table functions' (a definition named so would shadow them)
+RESERVED_NAMES = ("truth_discover", "private_synth", "anonymize")
+#: the value of a definition's ``domain`` that means "the distinct values of the input's ground-truth column"
+GROUND_TRUTH_DOMAIN = "ground_truth"
+
+
+def aggregation_methods() -> list[str]:
+    """The truth-inference methods a human operator may aggregate its answers with (answers are labels: the
+    categorical methods of ``crowddb.truth``, 'crh' (its 0-1 loss form on labels) and 'auto')."""
+    from .truth import METHODS
+    from .truth.base import CategoricalMethod
+
+    return sorted({n for n, cls in METHODS.items() if issubclass(cls, CategoricalMethod)} | {"crh", "auto"})
+
+
+def check_aggregation(name: object, where: str) -> None:
+    """ArgumentError unless ``name`` is a method that aggregates a human operator's (label) answers."""
+    from .truth import ALIASES
+
+    allowed = aggregation_methods()
+    key = name.strip().lower() if isinstance(name, str) else None
+    if key is not None:
+        key = ALIASES.get(key, key)
+    if key not in allowed:
+        raise ArgumentError(f"{where}: aggregation method {name!r} is not one that aggregates crowd answers (labels); "
+                            f"use one of {allowed} (aggregation = ... in the definition, method := ... in a call)")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_override(name: str, value: Any) -> None:
+    """Refuse an out-of-range or mistyped query-level override (``getposition(*, name := value)``) with an
+    ArgumentError naming it, before anything is published or paid."""
+    if name == "method" or name == "aggregation":  # (the planner hands method := on as the definition's aggregation)
+        check_aggregation(value, f"argument method := {value!r}")
+        return
+    what = f"argument {name} := {value!r}"
+    if name not in OVERRIDES:
+        raise ArgumentError(f"unknown argument {name!r}; allowed: {sorted(OVERRIDES)}")
+    expected = OVERRIDES[name]
+    integer = expected is int
+    if integer and not _is_int(value) or not integer and expected == (int, float) and not _is_number(value):
+        kind = "an integer" if integer else "a number"
+        raise ArgumentError(f"{what}: {name} must be {kind}")
+    if _is_number(value) and not math.isfinite(value):
+        raise ArgumentError(f"{what}: {name} must be a finite number")
+    minimum = {"seed": 0, "k": 2, "assignments": 1, "tuples_per_hit": 1, "cell_limit": 1, "budget": 0, "reward": 0,
+               "fee": 0}
+    if name in minimum and value < minimum[name]:
+        hint = " (seeds are non-negative integers)" if name == "seed" else ""
+        raise ArgumentError(f"{what}: {name} must be at least {minimum[name]}{hint}")
+    if name == "fee" and value >= 10:
+        raise ArgumentError(f"{what}: fee is a share of the reward (e.g. 0.3)")
+    if name == "sample_ratio" and not 0 < value <= 1:
+        raise ArgumentError(f"{what}: sample_ratio must be in (0, 1]")
+    if name == "anonymizer" and value not in ANONYMIZERS:
+        raise ArgumentError(f"{what}: anonymizer must be one of {ANONYMIZERS}")
+    if name == "domain" and (not isinstance(value, (list, tuple)) or len({str(v) for v in value}) < 2
+                             or any(v is None for v in value)):
+        raise ArgumentError(f"{what}: domain must list at least two distinct answers, e.g. ['yes', 'no']")
+
+
+def _question_fields(question: str, where: str) -> list[str]:
+    """The argument names a question template uses (``{job}``); a malformed template is an error."""
+    try:
+        parsed = list(string.Formatter().parse(question))
+    except ValueError as err:
+        raise ArgumentError(f"{where}: question {question!r} is not a valid template ({err}); write literal braces "
+                            "as {{ and }}") from None
+    fields = []
+    for _, field, spec, _ in parsed:
+        if field is None:
+            continue
+        if spec and "{" in spec:  # a nested placeholder in the format spec: {job:>{width}}
+            fields.extend(_question_fields(spec, where))
+        if not field.isidentifier():  # no positional {}, {0}, attribute {job.x} or index {job[0]} placeholders
+            raise ArgumentError(f"{where}: question {question!r} uses {{{field}}}; a placeholder must name one of the "
+                                "operator's arguments, e.g. {job} (write literal braces as {{ and }})")
+        fields.append(field)
+    return fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,13 +139,37 @@ class HumanOperator:
 
     def __post_init__(self) -> None:
         where = f"human operator {self.name!r} ({self.source})"
+        for field in ("arguments", "domain", "publishes"):  # lists (from Python) are kept as tuples, like TOML's
+            value = getattr(self, field)
+            if isinstance(value, list):
+                object.__setattr__(self, field, tuple(tuple(v) if isinstance(v, list) else v for v in value)
+                                   if field == "arguments" else tuple(value))
+        for field in ("name", "kind", "question", "aggregation", "anonymizer"):
+            if not isinstance(getattr(self, field), str):
+                raise ArgumentError(f"{where}: {field} must be a string, got {getattr(self, field)!r}")
         if not self.name.isidentifier():
             raise ArgumentError(f"{where}: name must be an SQL identifier")
+        if self.name.lower() in RESERVED_NAMES:
+            raise ArgumentError(f"{where}: the name {self.name!r} is taken by the table function "
+                                f"{self.name.upper()}(...); name the operator otherwise (reserved: "
+                                f"{', '.join(n.upper() for n in RESERVED_NAMES)})")
         if self.kind not in KINDS:
             raise ArgumentError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
+        self._check_arguments(where)
+        self._check_domain(where)
+        for field in ("tuples_per_hit", "assignments", "k", "cell_limit"):
+            value = getattr(self, field)
+            if not _is_int(value):
+                raise ArgumentError(f"{where}: {field} must be an integer, got {value!r}")
+        for field in ("reward", "fee", "sample_ratio"):
+            value = getattr(self, field)
+            if not _is_number(value) or not math.isfinite(value):
+                raise ArgumentError(f"{where}: {field} must be a finite number, got {value!r}")
         for field in ("tuples_per_hit", "assignments"):
             if int(getattr(self, field)) < 1:
-                raise ArgumentError(f"{where}: {field} must be at least 1")
+                raise ArgumentError(f"{where}: {field} must be at least 1, got {getattr(self, field)!r}")
+        if int(self.k) < 2:
+            raise ArgumentError(f"{where}: k must be at least 2, got {self.k!r}")
         if self.reward < 0 or not 0 <= self.fee < 10:
             raise ArgumentError(f"{where}: reward must be >= 0 and fee a share of it (e.g. 0.3)")
         if not 0 < float(self.sample_ratio) <= 1:
@@ -65,6 +178,43 @@ class HumanOperator:
             raise ArgumentError(f"{where}: cell_limit must be at least 1, got {self.cell_limit!r}")
         if self.anonymizer not in ANONYMIZERS:
             raise ArgumentError(f"{where}: anonymizer must be one of {ANONYMIZERS}, got {self.anonymizer!r}")
+        check_aggregation(self.aggregation, where)
+
+    def _check_arguments(self, where: str) -> None:
+        """The operator's own arguments are (name, SQL type) pairs; the question names only them."""
+        arguments = self.arguments
+        if not isinstance(arguments, tuple) or not all(
+                isinstance(a, tuple) and len(a) == 2 and all(isinstance(x, str) for x in a) for a in arguments):
+            raise ArgumentError(f"{where}: arguments must be a list of {{ name = '...', type = 'VARCHAR' }} tables, "
+                                f"got {arguments!r}")
+        names = [a for a, _ in arguments]
+        for name in names:
+            if not name.isidentifier():
+                raise ArgumentError(f"{where}: argument name {name!r} must be an identifier")
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ArgumentError(f"{where}: argument(s) {repeated} named twice")
+        missing = [f for f in dict.fromkeys(_question_fields(self.question, where)) if f not in names]
+        if missing:
+            raise ArgumentError(f"{where}: the question names {', '.join('{' + m + '}' for m in missing)}, which "
+                                f"{'is not an argument' if len(missing) == 1 else 'are not arguments'} of the "
+                                f"operator (arguments: {names or 'none'}); declare it in arguments = [...] or fix "
+                                "the question")
+
+    def _check_domain(self, where: str) -> None:
+        for field in ("domain", "publishes"):
+            value = getattr(self, field)
+            if isinstance(value, tuple):
+                if not all(isinstance(v, str) for v in value):
+                    raise ArgumentError(f"{where}: {field} must be a list of strings, got {list(value)!r}")
+            elif not isinstance(value, str):
+                raise ArgumentError(f"{where}: {field} must be a string or a list of strings, got {value!r}")
+        if isinstance(self.domain, str) and self.domain != GROUND_TRUTH_DOMAIN:
+            raise ArgumentError(f"{where}: domain must be {GROUND_TRUTH_DOMAIN!r} (the distinct values of the input's "
+                                f"ground-truth column) or a list of answers, got {self.domain!r}")
+        if isinstance(self.domain, tuple) and len(set(self.domain)) < 2:
+            raise ArgumentError(f"{where}: the answer domain needs at least two distinct answers, got "
+                                f"{list(self.domain)!r}")
 
     @property
     def cost_per_assignment(self) -> float:
@@ -73,6 +223,11 @@ class HumanOperator:
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> HumanOperator:
         """A copy with query-level overrides applied (only fields of the definition; others stay with the caller)."""
+        for key, value in overrides.items():
+            try:
+                check_override(key, value)
+            except ArgumentError as err:
+                raise ArgumentError(f"{self.name}(...): {err}") from None
         fields = {f.name for f in dataclasses.fields(self)}
         changes = {key: value for key, value in overrides.items() if key in fields}
         if "domain" in changes:
@@ -89,12 +244,32 @@ class HumanOperator:
         if "name" not in data or "kind" not in data or "question" not in data:
             raise ArgumentError(f"{source}: a human operator needs name, kind and question")
         values = dict(data)
-        values["arguments"] = tuple((str(a["name"]), str(a.get("type", "VARCHAR")).upper())
-                                    for a in data.get("arguments", ()))
+        values["arguments"] = _arguments(data.get("arguments", ()), source)
         for key in ("domain", "publishes"):
-            if isinstance(values.get(key), list):
+            if isinstance(values.get(key), (list, tuple)):
+                if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in values[key]):
+                    raise ArgumentError(f"{source}: {key} must be a list of strings, got {values[key]!r}")
                 values[key] = tuple(str(v) for v in values[key])
         return cls(**values, source=source)
+
+
+def _arguments(given: Any, source: str) -> tuple[tuple[str, str], ...]:
+    """A definition's ``arguments = [{ name = "job", type = "VARCHAR" }, ...]`` as (name, TYPE) pairs."""
+    usage = 'arguments = [{ name = "job", type = "VARCHAR" }, ...]'
+    if not isinstance(given, (list, tuple)):
+        raise ArgumentError(f"{source}: arguments must be a list of tables, {usage}; got {given!r}")
+    out = []
+    for a in given:
+        if not isinstance(a, Mapping) or not isinstance(a.get("name"), str) or not a["name"]:
+            raise ArgumentError(f"{source}: each argument needs a name: {usage}; got {a!r}")
+        unknown = sorted(set(a) - {"name", "type"})
+        if unknown:
+            raise ArgumentError(f"{source}: argument {a['name']!r} has unknown keys {unknown}; allowed: name, type")
+        kind = a.get("type", "VARCHAR")
+        if not isinstance(kind, str) or not kind:
+            raise ArgumentError(f"{source}: argument {a['name']!r}: type must be an SQL type name, got {kind!r}")
+        out.append((a["name"], kind.upper()))
+    return tuple(out)
 
 
 def load_file(path: str | Path) -> HumanOperator:
@@ -115,14 +290,22 @@ class Registry:
         for path in (shipped_dir("udfs"), *paths):
             self.add_path(path)
 
-    def add_path(self, path: str | Path) -> None:
-        """Register every ``*.toml`` of a folder, or one file."""
+    def add_path(self, path: str | Path) -> list[HumanOperator]:
+        """Register every ``*.toml`` of a folder, or one file (all of them, or none if one is bad); returns them."""
         path = Path(path)
         if not path.exists():
             raise ArgumentError(f"no human operator definitions at {path}")
         files = sorted(path.glob("*.toml")) if path.is_dir() else [path]
-        for file in files:
-            self.add(load_file(file))
+        if not files:
+            raise ArgumentError(f"no human operator definitions (*.toml files) in the folder {path}")
+        ops = [load_file(file) for file in files]
+        names = [op.name.lower() for op in ops]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ArgumentError(f"{path}: more than one definition of {repeated}")
+        for op in ops:
+            self.add(op)
+        return ops
 
     def add(self, op: HumanOperator) -> None:
         """Register (or replace) one operator."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import duckdb
 import pandas as pd
 import pytest
 from conftest import people_frame
 
 import crowddb
 from crowddb.anonymize.generalize import Release  # noqa: F401  (the anonymizer must be importable)
+from crowddb.errors import CrowdDBError
 
 
 def hit_contents(db) -> list[dict]:
@@ -154,8 +156,8 @@ def test_temp_tables_of_a_query_are_dropped_when_it_is_done(db):
     relations = [db.sql(query.format(i % 3)) for i in range(12)]  # a result keeps its answers...
     assert temps() == 2 * 4  # ... for the last four crowd queries (an input and an answer table each)
     assert len(relations[-1].fetchall()) == len(relations[-4].fetchall()) == 60
-    with pytest.raises(Exception, match="does not exist"):
+    with pytest.raises(duckdb.CatalogException, match="does not exist"):
         relations[0].fetchall()
-    with pytest.raises(Exception):
+    with pytest.raises(CrowdDBError):
         db.sql("SELECT getposition(*, k := 500) FROM (SELECT * FROM people) s")  # fails after materializing
     assert temps() == 2 * 3  # its own temp tables are gone (and the oldest kept query's made room for it)

@@ -15,6 +15,9 @@ from scipy.spatial import cKDTree
 _RANGE = re.compile(r"^\[\s*(-?[\d.eE+]+)\s*[-,~]\s*(-?[\d.eE+]+)\s*\]$")
 _SET = re.compile(r"^\{(.*)\}$")
 _MISMATCH = 1.0e4  # code-space penalty: any categorical mismatch outweighs every numeric distance
+#: standardized coordinate of a missing (NULL, NaN, infinite) number: farther than any known value, nearer than a
+#: categorical mismatch (up to 24 missing numbers at once), so a record missing a value is a last resort
+_MISSING = 1.0e3
 
 
 class KnowledgeBase:
@@ -29,29 +32,37 @@ class KnowledgeBase:
         self.labels = labels or {}
         self._numeric = [c for c in self.columns if pd.api.types.is_numeric_dtype(frame[c])]
         self._categorical = [c for c in self.columns if c not in self._numeric]
-        self._center = {c: float(frame[c].mean()) for c in self._numeric}
-        self._scale = {c: float(frame[c].std(ddof=0)) or 1.0 for c in self._numeric}
+        known = {c: _floats(frame[c]) for c in self._numeric}
+        finite = {c: v[np.isfinite(v)] for c, v in known.items()}  # NULL, NaN and inf are missing, not values
+        self._center = {c: float(v.mean()) if len(v) else 0.0 for c, v in finite.items()}
+        self._scale = {c: float(v.std()) if len(v) and v.std() > 0 else 1.0 for c, v in finite.items()}
         self._categories: dict[str, np.ndarray] = {}
         self._codes: dict[str, np.ndarray] = {}
         for c in self._categorical:
             codes, uniques = pd.factorize(frame[c].astype(str), sort=True)
             self._categories[c], self._codes[c] = np.asarray(uniques, dtype=object), codes
-        self._ranges = {c: (float(frame[c].min()), float(frame[c].max())) for c in self._numeric}
+        self._ranges = {c: (float(v.min()), float(v.max())) if len(v) else (0.0, 0.0) for c, v in finite.items()}
         self._integer = {c: pd.api.types.is_integer_dtype(frame[c]) for c in self._numeric}
-        points = self._points({c: frame[c].to_numpy(float) for c in self._numeric}, self._codes)
+        points = self._points(known, self._codes)
         self._tree = cKDTree(points)
         self._onehot_tree: cKDTree | None = None
 
     def __len__(self) -> int:
         return len(self.truth)
 
+    def _standardized(self, column: str, values: np.ndarray) -> np.ndarray:
+        """A numeric column standardized; a missing value (NaN, inf) at the far-away ``_MISSING`` coordinate."""
+        with np.errstate(invalid="ignore", over="ignore"):
+            out = (np.asarray(values, dtype=float) - self._center[column]) / self._scale[column]
+        return np.where(np.isfinite(out), out, _MISSING)
+
     def _points(self, numeric: dict[str, np.ndarray], codes: dict[str, np.ndarray]) -> np.ndarray:
-        cols = [(numeric[c] - self._center[c]) / self._scale[c] for c in self._numeric]
+        cols = [self._standardized(c, numeric[c]) for c in self._numeric]
         cols += [codes[c].astype(float) * _MISMATCH for c in self._categorical]
         return np.column_stack(cols) if cols else np.zeros((len(next(iter(codes.values()))), 0))
 
     def _onehot(self, numeric: dict[str, np.ndarray], codes: dict[str, np.ndarray]) -> np.ndarray:
-        cols = [((numeric[c] - self._center[c]) / self._scale[c])[:, None] for c in self._numeric]
+        cols = [self._standardized(c, numeric[c])[:, None] for c in self._numeric]
         for c in self._categorical:
             eye = np.eye(len(self._categories[c]) + 1)[:, :-1] / np.sqrt(2.0)  # code -1 (unknown) -> all zeros
             cols.append(eye[codes[c]])
@@ -95,13 +106,13 @@ class KnowledgeBase:
         if text in ("*", "", "nan", "None"):
             return self._ranges[column]
         match = _RANGE.match(text)
-        if match:
-            return float(match.group(1)), float(match.group(2))
         try:
-            value = float(text)
+            lo, hi = (float(match.group(1)), float(match.group(2))) if match else (float(text), float(text))
         except ValueError:
             return self._ranges[column]
-        return value, value
+        if not (np.isfinite(lo) and np.isfinite(hi)):  # 'nan', 'inf': nothing known, like '*'
+            return self._ranges[column]
+        return lo, hi
 
     def _draw_categorical(self, shown: pd.Series, n: int, draws: int, rng: np.random.Generator) -> np.ndarray:
         """Uniform draws among the values a shown set ('{a,b}'), label or '*' stands for; a plain value is itself."""
@@ -125,3 +136,8 @@ class KnowledgeBase:
             values = self.labels.get(column, {}).get(text, [text])
         codes = [index.get(v, -1) for v in values]
         return np.array(codes, dtype=np.int64)
+
+
+def _floats(values: pd.Series) -> np.ndarray:
+    """A numeric column as floats, NULL (also pandas' NA of nullable dtypes) as NaN."""
+    return values.astype("float64").to_numpy()

@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
@@ -610,7 +611,7 @@ class HumanOperatorRun:
         try:
             return bool(self.ctx.con.execute("SELECT count(*) FROM crowddb_hits WHERE run_id = ?",
                                              [self.run_id]).fetchall()[0][0])
-        except Exception:
+        except duckdb.Error:  # cannot tell: keep the row (fail closed)
             return True
 
     def _release_run(self) -> None:
@@ -665,7 +666,7 @@ class HumanOperatorRun:
         try:
             with self._platform_errors(f"asking about {len(hit_ids)} HITs whose publication was not confirmed"):
                 known = self.ctx.platform.known(list(hit_ids))
-        except Exception:
+        except PlatformError:  # cannot be asked now: they stay 'publishing', never posted again unasked
             return []
         posted = [h for h in hit_ids if h in known]
         unposted = pd.DataFrame({"hit_id": [h for h in hit_ids if h not in known]})

@@ -24,6 +24,7 @@ def _bind(name: str, named: dict[str, Any], spec: dict[str, tuple[type | tuple[t
     unknown = set(named) - set(spec)
     if unknown:
         raise ArgumentError(f"{name}: unknown argument(s) {sorted(unknown)}; allowed: {sorted(spec)}")
+    _check_values(name, named)
     out = {}
     for arg, (types, default) in spec.items():
         if arg not in named:
@@ -41,6 +42,29 @@ def _bind(name: str, named: dict[str, Any], spec: dict[str, tuple[type | tuple[t
 
 REQUIRED = object()
 NUMBER = (int, float)
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in a (possibly nested list / struct) argument value."""
+    if isinstance(value, float):
+        return bool(np.isfinite(value))
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    return True
+
+
+def _check_values(name: str, named: dict[str, Any]) -> None:
+    """Values no table function takes: NaN or infinite numbers, negative seeds."""
+    for arg, value in named.items():
+        if not _finite(value):
+            what = "a finite number" if isinstance(value, float) else "made of finite numbers"
+            raise ArgumentError(f"{name}: argument {arg} := {value!r} must be {what} (NaN and infinity are not "
+                                "values of any argument); leave the argument out for its default")
+    seed = named.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed < 0:
+        raise ArgumentError(f"{name}: seed := {seed} must be a non-negative integer")
 
 
 def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
@@ -96,6 +120,7 @@ def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, A
         "object": (str, REQUIRED), "source": (str, REQUIRED), "value": (str, REQUIRED), "method": (str, "auto"),
         "output": (str, "objects"), "perturb": (str, None), "epsilon": (NUMBER, None), "delta": (NUMBER, None),
         "seed": (int, None), "tol": (NUMBER, 1e-6), "max_iter": (int, 100)}
+    _check_values("TRUTH_DISCOVER", named)  # the method's options too, not only the arguments _bind checks
     options = {k: v for k, v in named.items() if k not in spec}  # checked by discover() against the method
     args = _bind("TRUTH_DISCOVER", {k: v for k, v in named.items() if k in spec}, spec)
     if args["output"] not in ("objects", "sources"):
