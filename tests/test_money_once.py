@@ -283,3 +283,30 @@ def test_a_run_whose_process_died_is_marked_interrupted_by_a_later_run(tmp_path)
         db.sql(FKA).df()  # the rerun collects it: the interrupted run's row says what became of it
         first = db.sql("SELECT status, hits, cost FROM crowddb_runs WHERE run_id = 1").fetchall()[0]
         assert first[:2] == ("interrupted", 1) and float(first[2]) == pytest.approx(1.30)
+
+
+def test_two_threads_logging_releases_on_one_file_never_share_a_release_id(tmp_path):
+    path = tmp_path / "releases.duckdb"
+    make_db(path)
+    errors = []
+
+    def work(db):
+        try:
+            for _ in range(6):
+                db.sql("SELECT count(*) FROM ANONYMIZE(people, k := 5)").fetchall()
+        except Exception as err:  # noqa: BLE001 - any failure of a thread is reported below
+            errors.append(err)
+
+    connections = [crowddb.connect(path, progress=False) for _ in range(2)]  # one database, two connections
+    try:
+        threads = [threading.Thread(target=work, args=(db,)) for db in connections]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        ids = [r for r, in connections[0].sql("SELECT release_id FROM crowddb_releases").fetchall()]
+    finally:
+        for db in connections:
+            db.close()
+    assert sorted(ids) == list(range(1, 13))

@@ -6,6 +6,8 @@ import dataclasses
 import os
 import socket
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import duckdb
 import numpy as np
@@ -13,6 +15,8 @@ import numpy as np
 from .._duck import transaction
 from ..crowd import Platform
 from ..udf import Registry
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -35,23 +39,33 @@ class OperatorContext:
         """Next integer id of a catalog table (run ids, release ids)."""
         return int(self.con.execute(f'SELECT coalesce(max("{column}"), 0) + 1 FROM "{table}"').fetchall()[0][0])
 
-    def reserve_run(self, operator: str, input_rows: int, k: int, anonymizer: str) -> int:
-        """A new run id, taken in the database: this run's row of crowddb_runs is inserted ('running', with this
-        process and host) in the transaction that picks the id, so two connections never get the same one (the
-        loser of a race retries). HIT ids are made from run ids, so they stay unique across connections too."""
+    def in_own_transaction(self, write: Callable[[], T]) -> T:
+        """Run ``write`` in a transaction of its own, again if another connection committed a clashing row first
+        (an id taken from max() + 1 inside the transaction: the loser of a race takes the next one)."""
         for attempt in range(200):
             try:
                 with transaction(self.con):
-                    run_id = self.next_id("crowddb_runs", "run_id")
-                    self.con.execute(
-                        "INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, "
-                        "cached_items, cost, k, anonymizer, status, pid, host, heartbeat) "
-                        "VALUES (?, ?, ?, ?, 0, 0, 0, 0, ?, ?, 'running', ?, ?, current_timestamp)",
-                        [run_id, operator, self.query, input_rows, k, anonymizer, os.getpid(), socket.gethostname()])
-                return run_id
+                    return write()
             except (duckdb.TransactionException, duckdb.ConstraintException):
-                time.sleep(0.001 * (1 + attempt % 20))  # another connection took that id first: take the next
-        raise duckdb.TransactionException("could not reserve a run id: too much contention on crowddb_runs")
+                if attempt == 199:
+                    raise
+                time.sleep(0.001 * (1 + attempt % 20))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def reserve_run(self, operator: str, input_rows: int, k: int, anonymizer: str) -> int:
+        """A new run id, taken in the database: this run's row of crowddb_runs is inserted ('running', with this
+        process and host) in the transaction that picks the id, so two connections never get the same one. HIT ids
+        are made from run ids, so they stay unique across connections too."""
+        def insert() -> int:
+            run_id = self.next_id("crowddb_runs", "run_id")
+            self.con.execute(
+                "INSERT INTO crowddb_runs (run_id, operator, query, input_rows, hits, assignments, cached_items, "
+                "cost, k, anonymizer, status, pid, host, heartbeat) "
+                "VALUES (?, ?, ?, ?, 0, 0, 0, 0, ?, ?, 'running', ?, ?, current_timestamp)",
+                [run_id, operator, self.query, input_rows, k, anonymizer, os.getpid(), socket.gethostname()])
+            return run_id
+
+        return self.in_own_transaction(insert)
 
     def rng(self, run_id: int, seed: int | None = None) -> np.random.Generator:
         """The Generator of one operator run: from the call's seed, else the connection's seed and the run id."""

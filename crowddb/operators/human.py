@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import json
 import sys
-import time
 from typing import Any
 
 import duckdb
@@ -585,26 +584,18 @@ class HumanOperatorRun:
         values = [int(sum(len(h) for h in hits)), int(sum(h["assignments"].sum() for h in hits)),
                   plan.cached_items if plan else 0, round(self.spent, 4), plan.k if plan else int(op.k),
                   plan.anonymizer if plan else op.anonymizer, status]
-        import duckdb
+        def write() -> None:  # another connection may take the same release id first: then again, with the next
+            con.execute("UPDATE crowddb_runs SET hits = ?, assignments = ?, cached_items = ?, cost = ?, k = ?, "
+                        "anonymizer = ?, status = ?, heartbeat = current_timestamp WHERE run_id = ?",
+                        [*values, self.run_id])
+            if getattr(self, "metrics", None) is not None:
+                con.execute("INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, params, metrics) "
+                            "VALUES (?, ?, 'anonymization', ?, ?, ?, ?)",
+                            [self.ctx.next_id("crowddb_releases", "release_id"), self.run_id, op.anonymizer,
+                             int(op.k), json.dumps({"quasi_identifiers": list(self.call.quasi_identifiers)}),
+                             json.dumps(self.metrics, default=float)])
 
-        for attempt in range(200):  # another connection may take the same release id first: take the next
-            try:
-                with transaction(con):
-                    con.execute("UPDATE crowddb_runs SET hits = ?, assignments = ?, cached_items = ?, cost = ?, "
-                                "k = ?, anonymizer = ?, status = ?, heartbeat = current_timestamp WHERE run_id = ?",
-                                [*values, self.run_id])
-                    if getattr(self, "metrics", None) is not None:
-                        release_id = self.ctx.next_id("crowddb_releases", "release_id")
-                        con.execute("INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, params, "
-                                    "metrics) VALUES (?, ?, 'anonymization', ?, ?, ?, ?)",
-                                    [release_id, self.run_id, op.anonymizer, int(op.k),
-                                     json.dumps({"quasi_identifiers": list(self.call.quasi_identifiers)}),
-                                     json.dumps(self.metrics, default=float)])
-                return
-            except (duckdb.TransactionException, duckdb.ConstraintException):
-                if attempt == 199:
-                    raise
-                time.sleep(0.001 * (1 + attempt % 20))
+        self.ctx.in_own_transaction(write)
 
     def _has_hits(self) -> bool:
         """Whether a HIT of this run is on record (a write-ahead record the platform never got is dropped)."""

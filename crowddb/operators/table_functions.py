@@ -91,12 +91,15 @@ def _log_release(ctx: OperatorContext, kind: str, method: str, k: int | None, ep
     """Append one row to crowddb_releases (not in a dry run); returns its id."""
     if ctx.dry_run:
         return None
-    release_id = ctx.next_id("crowddb_releases", "release_id")
-    ctx.con.execute("INSERT INTO crowddb_releases (release_id, kind, method, k, epsilon, delta, params, metrics) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [release_id, kind, method, k, epsilon, delta, json.dumps(params, default=str),
-                     json.dumps(metrics, default=str)])
-    return release_id
+    def insert() -> int:  # the id is taken in the inserting transaction (another connection may race for it)
+        release_id = ctx.next_id("crowddb_releases", "release_id")
+        ctx.con.execute("INSERT INTO crowddb_releases (release_id, kind, method, k, epsilon, delta, params, metrics) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [release_id, kind, method, k, epsilon, delta, json.dumps(params, default=str),
+                         json.dumps(metrics, default=str)])
+        return release_id
+
+    return ctx.in_own_transaction(insert)
 
 
 def _seed(ctx: OperatorContext, seed: int | None) -> int | None:
