@@ -33,7 +33,7 @@ from .errors import (
     UnknownOperatorError,
 )
 from .lineage import follow, is_tracked
-from .operators.context import OperatorContext
+from .operators.context import OperatorContext, reap_interrupted
 from .operators.human import NOT_ESTIMATED, OperatorPlan
 from .operators.table_functions import TABLE_FUNCTIONS
 from .planner import DIALECT, Planner, answer_column
@@ -266,6 +266,7 @@ class CrowdDB:
         try:
             if not read_only:
                 ensure_catalog(self.con)
+                reap_interrupted(self.con)  # runs of processes that died are marked, so crowddb_runs says so at once
             self.registry = Registry(udfs)
             self.platform = platform if platform is not None else SimulatedCrowd(seed=seed)
             if not read_only:
