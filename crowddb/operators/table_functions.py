@@ -151,6 +151,7 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
                   ) -> pd.DataFrame:
     """PRIVATE_SYNTH(input, object :=, source :=, value :=, m := 30, k := 5, gamma := 4.0, epsilon0 := 1.0, ...)."""
     from ..synth import synthesize
+    from ..synth.accounting import COMPOSITION_DELTA
     from ..synth.weights import HAMPEL_QUANTILES
 
     args = _bind("PRIVATE_SYNTH", named, {
@@ -161,7 +162,7 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
         "seed": (int, None), "resolution": (NUMBER, None), "weight_floor": (NUMBER, 0.1),
         "sensitivity": (NUMBER, None), "privacy_test": (bool, True),
         "hampel_quantiles": (list, list(HAMPEL_QUANTILES)), "hampel_center": (str, "median"),
-        "global_loss": (str, "sum")})
+        "global_loss": (str, "sum"), "composition_delta": (NUMBER, COMPOSITION_DELTA)})
     _require_columns("PRIVATE_SYNTH", frame, {r: args[r] for r in ("object", "source", "value")})
     values = frame[args["value"]]
     if not pd.api.types.is_numeric_dtype(values):
@@ -171,10 +172,12 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
                         values.to_numpy(dtype=float), seed=_seed(ctx, args["seed"]), **options)
     summary = dict(result.summary)
     report = {"operator": "PRIVATE_SYNTH", **{k: v for k, v in summary.items() if k != "parameters"},
-              "guarantee": summary.get("scope", "(epsilon, delta) per object, PrisCrowd Theorem 2"),
+              "guarantee": summary.get("guarantee", summary.get("scope")),
               "table": result.report.drop(columns=["bandwidth"], errors="ignore")}
-    release_id = _log_release(ctx, "synthesis", str(summary.get("method")), args["k"], summary.get("epsilon"),
-                              summary.get("delta"), options, {k: v for k, v in summary.items() if k != "parameters"})
+    # the log's epsilon/delta are the release's guarantee (composed); the per-value figures are in the metrics
+    release_id = _log_release(ctx, "synthesis", str(summary.get("method")), args["k"],
+                              summary.get("epsilon_release"), summary.get("delta_release"), options,
+                              {k: v for k, v in summary.items() if k != "parameters"})
     if release_id is not None:
         log = result.report[["object", "n_claims", "released", "rows", "reached_m", "tried", "rejected", "epsilon",
                              "delta", "guarantee_holds", "reason"]].assign(object=lambda d: d["object"].astype(str))

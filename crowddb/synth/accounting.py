@@ -9,9 +9,23 @@ Without an epsilon target we take the t that minimizes delta, t = 1, and report 
 if none exists the object has no guarantee at that target. k = 1 admits no t, hence no guarantee.
 As in the paper, c is treated as a fixed input of Algorithm 1: the dependence of c on the data is not accounted for,
 and the guarantee is per object (a source with claims on several objects composes over them).
+
+Composition (``compose``). Theorem 2 bounds one run of steps 3-5 of Algorithm 1: one candidate drawn and tested, whose
+output is the candidate or "rejected". Every candidate depends on the whole D_i (the seed choice through c, the test's
+k' through every claim), and whether it passed is visible (the loop stops at the m-th pass), so an object's release
+is the composition of all ``tried`` candidates, the rejected ones included, not of its m released values. Basic
+composition: (T epsilon, T delta). Advanced composition (Dwork, Rothblum & Vadhan 2010; Dwork & Roth 2014, Thm 3.20),
+for a declared delta' > 0: (sqrt(2 T ln(1/delta')) epsilon + T epsilon (e^epsilon - 1), T delta + delta'). An object's
+figure is the one with the smaller epsilon (basic on ties: its delta is smaller). T is the number of candidates this
+run drew (it depends on the data: a figure for the realized run; the worst case over runs composes ``max_attempts``).
+Objects hold disjoint claim sets and the protected unit is one claim of one object, so the release as a whole is
+(max over objects of the composed epsilon, max of the composed delta) (parallel composition); a source with claims on
+several objects adds up the figures of those objects.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -36,3 +50,27 @@ def choose_t(ratio: np.ndarray, k: int, gamma: float, epsilon0: float, epsilon_m
     eps = epsilon0 + np.log1p(gamma / ts[None, :] * ratio.reshape(-1, 1))  # epsilon(t) falls with t
     ok = eps <= epsilon_max
     return np.where(ok.any(axis=1), ts[np.argmax(ok, axis=1)], 0).reshape(ratio.shape)
+
+
+COMPOSITION_DELTA = 1e-6  # delta' of advanced composition (added once to each object's composed delta)
+
+
+def compose(epsilon: np.ndarray, delta: np.ndarray, n: np.ndarray, delta_prime: float = COMPOSITION_DELTA
+            ) -> dict[str, np.ndarray]:
+    """Composition of n (epsilon, delta)-DP runs per object: basic, advanced (delta' added), and the tighter one.
+
+    Returns arrays epsilon_basic, delta_basic, epsilon_advanced, delta_advanced, epsilon, delta and ``composition``
+    ('basic' | 'advanced' | 'none' for n = 0). Advanced is taken only when its epsilon is strictly smaller.
+    """
+    eps, dl = np.asarray(epsilon, float), np.asarray(delta, float)
+    n = np.asarray(n, float)
+    with np.errstate(invalid="ignore", over="ignore"):  # epsilon = inf (no guarantee) stays inf
+        eb, db = n * eps, n * dl
+        ea = np.sqrt(2.0 * n * math.log(1.0 / delta_prime)) * eps + n * eps * np.expm1(eps)
+        da = n * dl + delta_prime
+        adv = (n > 0) & (ea < eb)
+    eb, db = np.where(n > 0, eb, 0.0), np.where(n > 0, db, 0.0)
+    ea, da = np.where(n > 0, ea, 0.0), np.where(n > 0, da, 0.0)
+    return {"epsilon_basic": eb, "delta_basic": db, "epsilon_advanced": ea, "delta_advanced": da,
+            "epsilon": np.where(adv, ea, eb), "delta": np.where(adv, da, db),
+            "composition": np.where(n > 0, np.where(adv, "advanced", "basic"), "none")}
