@@ -134,7 +134,7 @@ class HumanOperator:
     k: int = 10
     anonymizer: str = "mondrian"
     sample_ratio: float = 0.10  # FKA: synthetic samples as a share of the input rows (kanon-crowd-db Table 7)
-    cell_limit: int = 200  # FKA: cells of the feedback histogram (Algorithm 1)
+    cell_limit: int = 400  # FKA: cells of the feedback histogram (Algorithm 1; kanon-crowd-db Table 7)
     source: str = "<python>"
 
     def __post_init__(self) -> None:

@@ -50,12 +50,19 @@ def test_fka_end_to_end() -> None:
     n_s = round(0.10 * len(frame))
     assert ask.calls == [n_s, n_s]  # raw samples, then samples anonymized to their histogram cells
     assert rel.metrics["crowd_tuples"] == 2 * n_s and rel.metrics["crowd_calls"] == 2
-    assert rel.metrics["method"] == "fka" and 1 < rel.metrics["n_cells"] <= 200
+    assert rel.metrics["method"] == "fka" and 1 < rel.metrics["n_cells"] <= 400  # Table 7's default cell limit
+    assert (rel.metrics["delta"], rel.metrics["allowable"], rel.metrics["volume"]) == ("literal", "slabs", "width")
     truth = true_answers(frame)
     fka_r = (Oracle()(rel.lo, rel.hi) == truth).mean()
     mon = anonymize(frame, QIS, 50)
     mon_r = (Oracle()(mon.lo, mon.hi) == truth).mean()
-    assert fka_r >= mon_r  # the feedback steers cuts toward the answer boundaries
+    # the default (Eq. 10 as printed) stays within a point of Mondrian on this rule (0.971 vs 0.974); ours, each Acc
+    # weighted by its row share, follows the answer boundaries (1.000); on Adult neither is clearly better
+    # (bench/fka_deviations.py), so the paper's is the default
+    assert fka_r >= mon_r - 0.01
+    weighted = anonymize(frame, QIS, 50, method="fka", ask=Oracle(), seed=7, delta="weighted")
+    assert pycanon.k_anonymity(weighted.table, QIS) >= 50
+    assert (Oracle()(weighted.lo, weighted.hi) == truth).mean() > mon_r  # the feedback steers cuts to the boundaries
 
 
 def test_fka_seeded_reproducible() -> None:

@@ -139,9 +139,10 @@ def _acc_plain(truth, feedback, volume, tuples, prior, lo, hi):
     return sum(p_true[r] * p_theta[r] for r in range(R)), share
 
 
-def _phase1_plain(shape, truth, feedback, volume, tuples, prior, k):
-    """Algorithm 2 lines 1-6 by loops: split the worst partition at the cut of largest delta (Eq. 10, each Acc
-    weighted by its row share) among the cuts leaving >= k real rows on both sides; stop when none is allowable."""
+def _phase1_plain(shape, truth, feedback, volume, tuples, prior, k, delta="literal"):
+    """Algorithm 2 lines 1-6 by loops: split the worst partition at the cut of largest delta among the cuts leaving
+    >= k real rows on both sides; stop when none is allowable. delta: Eq. 10 as printed, Acc(S1) + Acc(S2) - Acc(S)
+    (the default), or 'weighted' (ours), each Acc weighted by its share of the real rows."""
     rows = lambda lo, hi: sum(tuples[c] for c in itertools.product(*[range(a, b + 1) for a, b in zip(lo, hi)]))
     acc = lambda lo, hi: _acc_plain(truth, feedback, volume, tuples, prior, lo, hi)
     open_, done, first = [(tuple(0 for _ in shape), tuple(s - 1 for s in shape))], [], None
@@ -157,9 +158,9 @@ def _phase1_plain(shape, truth, feedback, volume, tuples, prior, k):
                 if rows(lo, h1) < k or rows(l2, hi) < k:
                     continue
                 (a1, w1), (a2, w2) = acc(lo, h1), acc(l2, hi)
-                delta = w1 * a1 + w2 * a2 - w * a
-                if delta > best_delta:
-                    best, best_delta = ((lo, h1), (l2, hi)), delta
+                d = w1 * a1 + w2 * a2 - w * a if delta == "weighted" else a1 + a2 - a
+                if d > best_delta:
+                    best, best_delta = ((lo, h1), (l2, hi)), d
         if best is None:
             done.append((lo, hi))
         else:
@@ -190,7 +191,8 @@ def test_fka_phase1_cut_follows_the_feedback_not_the_median() -> None:
     assert len(got) > 1
 
 
-def test_fka_phase1_two_dimensions_match_plain_loop() -> None:
+@pytest.mark.parametrize("delta", ["literal", "weighted"])
+def test_fka_phase1_two_dimensions_match_plain_loop(delta) -> None:
     rng = np.random.default_rng(5)
     shape = (3, 4)
     R = 3
@@ -205,9 +207,30 @@ def test_fka_phase1_two_dimensions_match_plain_loop() -> None:
     cells = list(itertools.product(range(3), range(4)))
     d = lambda a: {c: a[c] for c in cells}
     k = 15
-    want, _ = _phase1_plain(shape, d(truth), d(fb), d(vol), d(tuples), list(g.prior), k)
-    got = sorted((tuple(int(v) for v in lo), tuple(int(v) for v in hi)) for lo, hi in adaptive_partition(g, k, None))
+    want, _ = _phase1_plain(shape, d(truth), d(fb), d(vol), d(tuples), list(g.prior), k, delta)
+    got = sorted((tuple(int(v) for v in lo), tuple(int(v) for v in hi))
+                 for lo, hi in adaptive_partition(g, k, None, delta))
     assert got == want and len(got) > 2
+    if delta == "literal":  # the default is Eq. 10 as printed
+        assert sorted((tuple(int(v) for v in lo), tuple(int(v) for v in hi))
+                      for lo, hi in adaptive_partition(g, k, None)) == want
+
+
+def test_fka_phase1_literal_and_weighted_delta_differ() -> None:
+    # the grid above: Eq. 10 as printed and ours (row-share weighted) choose different partitions, so the pins above
+    # tell them apart
+    rng = np.random.default_rng(5)
+    shape, R = (3, 4), 3
+    truth = rng.integers(0, 6, shape + (R,))
+    truth[0, :, 0] += 8
+    truth[:, 3, 2] += 8
+    fb = truth + rng.integers(0, 3, shape + (R,))
+    fb[1, 1] = 0
+    tuples = rng.integers(3, 12, shape)
+    vol = rng.integers(1, 5, shape).astype(float)
+    g = Grid(feedback=fb, truth=truth, tuples=tuples, volume=vol, sensitive=None, prior=fb.sum(axis=(0, 1)) / fb.sum())
+    boxes = lambda parts: sorted((tuple(int(v) for v in lo), tuple(int(v) for v in hi)) for lo, hi in parts)
+    assert boxes(adaptive_partition(g, 15, None, "literal")) != boxes(adaptive_partition(g, 15, None, "weighted"))
 
 
 def _fka_table(n: int = 800, seed: int = 1) -> pd.DataFrame:

@@ -15,7 +15,11 @@ Behaviour at the edges (tested in tests/test_anonymize_errors.py):
   sensitive column has fewer than l distinct values.
 Method options: datafly/incognito take max_suppressed (default k) and bands (numeric interval hierarchy, default
 16 bands at the first level); incognito also max_evaluations (20,000) and max_lattice (2,000,000 nodes). fka takes ask (required), sample_ratio (0.10),
-cell_limit (200) and min_samples (Definition 3; default max(2, ceil(k * sample_ratio))).
+cell_limit (400, Table 7), delta ('literal' Eq. 10, or ours 'weighted' by row share), allowable (ours 'slabs':
+both new histogram slabs keep >= min_samples samples; or 'cells', Definition 3: every new cell does), min_samples
+(default max(2, ceil(k * sample_ratio)) for 'slabs', k for 'cells') and volume ('width': Eq. 12/13 α/β from range
+widths; or ours 'count', distinct values); an unknown value is an ArgumentError before anything is asked.
+Measured in bench/fka_deviations.py.
 - shared=[columns] (a subset of the QIs; mondrian, datafly, incognito): rows with equal values on all shared columns
   get the same label on each of them, so a group operator publishing a group's rows together leaks nothing by their
   intersection; every class stays >= k rows (crowddb/anonymize/shared.py). Not a QI or unknown: ArgumentError;

@@ -1,6 +1,12 @@
 """Feedback-guided k-anonymity (FKA, §4): crowd answers on synthetic samples steer Mondrian's first cuts.
 
-Departure from the paper: samples are not published raw when they would single out real people (samples.py)."""
+Departures from the paper, each an option so both versions run (measured by bench/fka_deviations.py, README):
+- samples are not published raw when they would single out real people (samples.py; always on);
+- ``delta``: 'literal' Eq. 10 (default, the paper) or 'weighted' (ours: each Acc weighted by its row share);
+- ``allowable``: 'slabs' (default, ours: both new slabs keep >= ceil(K * sample_ratio) samples; r +0.12..+0.19 on
+  Adult) or 'cells' (Definition 3 as printed: every new cell keeps >= K samples);
+- ``volume``: 'width' Eq. 12/13 (default, the paper: α/β from range widths) or 'count' (ours: distinct values);
+- ``cell_limit``: 400 (default, Table 7's bold value) or any other cell budget (ours was 200)."""
 
 from __future__ import annotations
 
@@ -19,6 +25,9 @@ from crowddb.anonymize.synth import copula_samples
 from crowddb.errors import ArgumentError
 
 Ask = Callable[[np.ndarray, np.ndarray], np.ndarray]
+DELTAS = ("literal", "weighted")  # Eq. 10 as printed; ours: Acc weighted by row share
+ALLOWABLE = ("slabs", "cells")  # ours (the default, a clear gain): slabs vs ceil(K * sample_ratio); Definition 3
+VOLUMES = ("width", "count")  # Eq. 12/13 α/β from range widths as printed; ours: distinct-value counts
 
 
 class CountingAsk:
@@ -62,8 +71,11 @@ def _variance_sum(cell: np.ndarray, ans: np.ndarray, n_cells: int, n_ans: int) -
 
 
 def feedback_histogram(samples: np.ndarray, truth: np.ndarray, m: np.ndarray, n_ans: int, cell_limit: int,
-                       min_samples: int) -> list[np.ndarray]:
-    """Algorithm 1 BuildHistogram: round-robin grid cuts at the sample value maximizing the cells' answer variance."""
+                       min_samples: int, allowable: str = "slabs") -> list[np.ndarray]:
+    """Algorithm 1 BuildHistogram: round-robin grid cuts at the sample value maximizing the cells' answer variance.
+
+    ``allowable`` (Definition 3): 'cells', every cell the cut creates keeps >= min_samples samples (the paper, with
+    min_samples = K); 'slabs', both slabs the cut creates keep >= min_samples (ours)."""
     d = samples.shape[1]
     cuts = [np.zeros(0, np.int64) for _ in range(d)]
     i, stalled = 0, 0
@@ -79,13 +91,19 @@ def feedback_histogram(samples: np.ndarray, truth: np.ndarray, m: np.ndarray, n_
                 new = np.sort(np.r_[cuts[j], c])
                 s_new = slab.copy()
                 s_new[:, j] = np.searchsorted(new, samples[:, j], side="left")
-                # Definition 3 (allowable cut for samples): both new slabs keep >= min_samples samples
+                # Definition 3 (allowable cut for samples)
                 k_slab = np.searchsorted(new, c)
-                sizes = np.bincount(s_new[:, j], minlength=len(new) + 1)
-                if sizes[k_slab] < min_samples or sizes[k_slab + 1] < min_samples:
-                    continue
                 sh = tuple(len(new) + 1 if q == j else shape[q] for q in range(d))
-                var = _variance_sum(_cell_ids(s_new, sh), truth, n_cells, n_ans)
+                ids = _cell_ids(s_new, sh)
+                if allowable == "cells":  # the paper: each newly generated cell holds >= K samples
+                    per = np.bincount(ids, minlength=n_cells).reshape(sh)
+                    if per.take([k_slab, k_slab + 1], axis=j).min() < min_samples:
+                        continue
+                else:  # ours: both new slabs hold >= ceil(K * sample_ratio) samples
+                    sizes = np.bincount(s_new[:, j], minlength=len(new) + 1)
+                    if sizes[k_slab] < min_samples or sizes[k_slab + 1] < min_samples:
+                        continue
+                var = _variance_sum(ids, truth, n_cells, n_ans)
                 if var > best_var:
                     best, best_var = c, var
         if best is None:
@@ -103,7 +121,7 @@ class Grid:
     feedback: np.ndarray  # (*shape, R) crowd answers on anonymized samples
     truth: np.ndarray  # (*shape, R) crowd answers on raw samples (ground truth)
     tuples: np.ndarray  # (*shape,) real rows per cell
-    volume: np.ndarray  # (*shape,) number of code points per cell
+    volume: np.ndarray  # (*shape,) α/β weight per cell: its range width (or, ours, its distinct values)
     sensitive: np.ndarray | None  # (*shape, S) which sensitive values occur among the real rows
     prior: np.ndarray  # (R,) overall feedback distribution, used for cells without samples
 
@@ -125,7 +143,7 @@ def _accuracy(g: Grid, lo, hi) -> tuple[float, float]:
     p_cell = np.where(n_fb > 0, fb / np.maximum(n_fb, 1), g.prior)
     vol = _box(g.volume, lo, hi)[..., None]
     # Eq. 12/13: P(θ(t) -> r) = Σ_c α_c P_c(r), α_c = the cell's share of the box volume (workers assume
-    # values uniform in a published range)
+    # values uniform in a published range): of its range widths, or (volume='count', ours) of its distinct values
     p_theta = (p_cell * vol).sum(axis=axes) / vol.sum()
     share = _box(g.tuples, lo, hi).sum() / g.tuples.sum()
     return float(p_true @ p_theta), float(share)
@@ -140,8 +158,13 @@ def _allowed(g: Grid, lo, hi, k: int, l: int | None) -> bool:
     return True
 
 
-def adaptive_partition(g: Grid, k: int, l: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Algorithm 2 phase 1: cut the worst partition where delta (Eq. 10/14) is largest, until no cut is allowable."""
+def adaptive_partition(g: Grid, k: int, l: int | None, delta: str = "literal") -> list[tuple[np.ndarray, np.ndarray]]:
+    """Algorithm 2 phase 1: cut the worst partition where delta (Eq. 10/14) is largest, until no cut is allowable.
+
+    ``delta``: 'literal', Eq. 10 as printed, Acc(S1) + Acc(S2) - Acc(S); 'weighted' (ours), each Acc weighted by
+    its share of the real rows (the joint probability of Eq. 9 over the whole release)."""
+    if delta not in DELTAS:
+        raise ArgumentError(f"delta must be one of {DELTAS}, got {delta!r}")
     shape = g.tuples.shape
     open_ = [(np.zeros(len(shape), np.int64), np.array(shape) - 1)]
     done = []
@@ -158,11 +181,14 @@ def adaptive_partition(g: Grid, k: int, l: int | None) -> list[tuple[np.ndarray,
                     continue
                 a1, w1 = _accuracy(g, lo, h1)
                 a2, w2 = _accuracy(g, l2, hi)
-                # Eq. 10: δ = Acc(S1) + Acc(S2) - Acc(S), each Acc weighted by its row share (the joint
-                # probability of Eq. 9); Eq. 14 is this with x_r, y_r, z_r the cell feedbacks mixed by α, β
-                delta = w1 * a1 + w2 * a2 - share * acc
-                if delta > best_delta:
-                    best, best_delta = ((lo, h1), (l2, hi)), delta
+                # Eq. 10: δ = Acc(S1) + Acc(S2) - Acc(S); Eq. 14 is this with x_r, y_r, z_r the cell feedbacks
+                # mixed by α, β
+                if delta == "weighted":  # ours: each Acc weighted by its row share
+                    d_cut = w1 * a1 + w2 * a2 - share * acc
+                else:
+                    d_cut = a1 + a2 - acc
+                if d_cut > best_delta:
+                    best, best_delta = ((lo, h1), (l2, hi)), d_cut
         if best is None:
             done.append((lo, hi))
         else:
@@ -170,7 +196,20 @@ def adaptive_partition(g: Grid, k: int, l: int | None) -> list[tuple[np.ndarray,
     return done
 
 
-def _grid(enc: Encoding, cuts, samples, truth, feedback, n_ans, sens) -> Grid:
+def code_widths(col, volume: str = "width") -> np.ndarray:
+    """Per code of one QI, its weight in a cell's volume (α/β of Eq. 12/13). 'count' (ours): 1 per distinct value.
+    'width' (the paper, α1 = (a2 - a1) / (a3 - a1)): the stretch of the value scale a code owns, up to the next
+    distinct value (the last one owns one unit: the gap of an integer column, the smallest gap otherwise), so a slab
+    weighs its range width; categorical and ordinal codes are 1 apart, so there both are the value count."""
+    m = col.m
+    if volume == "count" or m < 2:
+        return np.ones(m)
+    gaps = np.diff(col.scale)
+    last = 1.0 if col.integer or col.kind != "numeric" else float(gaps[gaps > 0].min())
+    return np.r_[gaps, last].astype(float)
+
+
+def _grid(enc: Encoding, cuts, samples, truth, feedback, n_ans, sens, volume: str = "width") -> Grid:
     """Fill the histogram cells from samples, their two kinds of answers, and the real rows."""
     shape = tuple(len(c) + 1 for c in cuts)
     n_cells = int(np.prod(shape))
@@ -179,7 +218,11 @@ def _grid(enc: Encoding, cuts, samples, truth, feedback, n_ans, sens) -> Grid:
     tr = np.bincount(cs * n_ans + truth, minlength=n_cells * n_ans).reshape(*shape, n_ans)
     cr = _cell_ids(_slabs(cuts, enc.codes), shape)
     tuples = np.bincount(cr, minlength=n_cells).reshape(shape)
-    widths = [np.diff(np.r_[-1, c, m - 1]) for c, m in zip(cuts, [enc.columns[q].m for q in enc.qis])]
+    widths = []
+    for c, q in zip(cuts, enc.qis):
+        w = np.r_[0.0, np.cumsum(code_widths(enc.columns[q], volume))]  # w[i] = weight of codes < i
+        edges = np.r_[-1, c, enc.columns[q].m - 1] + 1
+        widths.append(np.diff(w[edges]))
     volume = np.ones(shape)
     for j, w in enumerate(widths):
         volume = volume * w.reshape([-1 if q == j else 1 for q in range(len(shape))])
@@ -192,8 +235,9 @@ def _grid(enc: Encoding, cuts, samples, truth, feedback, n_ans, sens) -> Grid:
 
 
 def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, sample_ratio: float = 0.10,
-        cell_limit: int = 200, min_samples: int | None = None, strict: bool = True,
-        sensitive: np.ndarray | None = None, l: int | None = None, seed=None) -> Release:
+        cell_limit: int = 400, min_samples: int | None = None, strict: bool = True,
+        sensitive: np.ndarray | None = None, l: int | None = None, seed=None, delta: str = "literal",
+        allowable: str = "slabs", volume: str = "width") -> Release:
     """FKA end to end: copula samples -> crowd truth -> feedback histogram -> crowd feedback -> adaptive
     partitioning -> Mondrian inside each partition. Every crowd tuple goes through ``ask`` and is counted, after
     SampleGuard widened each box that would single out 1..k-1 real rows (crowddb/anonymize/samples.py)."""
@@ -202,6 +246,10 @@ def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, s
         raise ArgumentError(f"sample_ratio must be in (0, 1], got {sample_ratio}")
     if int(cell_limit) < 1:
         raise ArgumentError(f"cell_limit must be >= 1, got {cell_limit}")
+    for name, value, allowed in (("delta", delta, DELTAS), ("allowable", allowable, ALLOWABLE),
+                                 ("volume", volume, VOLUMES)):
+        if value not in allowed:
+            raise ArgumentError(f"{name} must be one of {allowed}, got {value!r}")
     rng = make_rng(seed)
     n, d = enc.codes.shape
     n_s = max(2, round(sample_ratio * n))
@@ -213,8 +261,13 @@ def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, s
     widened_raw = crowd.guard.widened
     labels, truth = np.unique(truth_raw, return_inverse=True)
     n_ans = len(labels)
-    min_s = max(2, int(np.ceil(k * sample_ratio))) if min_samples is None else int(min_samples)
-    cuts = feedback_histogram(samples, truth, m, n_ans, int(cell_limit), min_s)
+    if min_samples is not None:
+        min_s = int(min_samples)
+    elif allowable == "cells":  # Definition 3: K samples per new cell
+        min_s = k
+    else:  # ours: the samples a slab of K real rows holds on average
+        min_s = max(2, int(np.ceil(k * sample_ratio)))
+    cuts = feedback_histogram(samples, truth, m, n_ans, int(cell_limit), min_s, allowable)
     # publish every sample generalized to its cell's range (§4.3) to collect the feedback probabilities
     slab = _slabs(cuts, samples)
     edges = [np.r_[-1, c, mj - 1] for c, mj in zip(cuts, m)]
@@ -225,8 +278,8 @@ def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, s
     fb_raw = crowd(lo, hi)
     labels = np.union1d(labels, fb_raw)  # workers may answer with labels no raw sample received
     grid = _grid(enc, cuts, samples, np.searchsorted(labels, truth_raw), np.searchsorted(labels, fb_raw),
-                 len(labels), sensitive)
-    parts = adaptive_partition(grid, k, l)
+                 len(labels), sensitive, volume)
+    parts = adaptive_partition(grid, k, l, delta)
     # real rows -> phase-1 partition, then Mondrian inside each (Algorithm 2, lines 7-9)
     owner = np.empty(grid.tuples.shape, np.int64)
     for p, (plo, phi) in enumerate(parts):
@@ -238,5 +291,6 @@ def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, s
     extra = {"crowd_tuples": crowd.tuples, "crowd_calls": crowd.calls, "n_samples": n_s,
              "n_cells": int(grid.tuples.size), "n_partitions": len(parts), "estimated_accuracy": est,
              "sample_ratio": sample_ratio, "cell_limit": int(cell_limit), "l": l, "strict": strict,
+             "delta": delta, "allowable": allowable, "volume": volume, "min_samples": min_s,
              "samples_widened": crowd.guard.widened, "samples_widened_raw": widened_raw}
     return release_from_groups(frame, enc, groups, k, "fka", extra, (glo, ghi))
