@@ -14,7 +14,6 @@ from typing import Any
 
 import duckdb
 import pandas as pd
-import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token, TokenType
@@ -36,8 +35,7 @@ from .lineage import follow, is_tracked
 from .operators.context import OperatorContext, reap_interrupted
 from .operators.human import NOT_ESTIMATED, OperatorPlan
 from .operators.table_functions import TABLE_FUNCTIONS
-from .planner import DIALECT, Planner, answer_column
-from .planner import parse as _parse_statements
+from .planner import DIALECT, Planner, answer_column, parse
 from .udf import HumanOperator, Registry
 
 __all__ = ["CrowdDB", "QueryPlan", "connect"]
@@ -161,14 +159,6 @@ _scan_cached = functools.lru_cache(maxsize=512)(_scan_text)
 def _scan(query: str, names: frozenset[str]) -> _Scan:
     """The scan of ``query``'s text for crowd calls and role-carrying statements (remembered for short texts)."""
     return _scan_cached(query, names) if len(query) <= _SCAN_CACHE_CHARS else _scan_text(query, names)
-
-
-def parse(sql: str) -> list[exp.Expression]:
-    """The planner's parse, with every sqlglot error (a TokenError too) as an SQLParseError."""
-    try:
-        return _parse_statements(sql)
-    except sqlglot.errors.SqlglotError as err:
-        raise SQLParseError(f"malformed SQL: {err}") from None
 
 
 def _tracked_command(statement: exp.Expression) -> bool:

@@ -24,7 +24,6 @@ from .lineage import DIALECT, WITHHELD, DerivedRoles, base_status, derived_roles
 from .operators.context import OperatorContext
 from .operators.human import GROUP_ID, KEY, NOT_ESTIMATED, ROW_ID, TRUTH, HumanInput, HumanOperatorRun, OperatorPlan
 from .operators.table_functions import TableFunction
-from .udf import OVERRIDES
 
 _ID = "__crowd_id"
 _GROUP = "__crowd_g"
@@ -236,12 +235,12 @@ class Planner:
         if isinstance(source, exp.Subquery):
             query = self._with_context(source.this, node)
         elif isinstance(source, (exp.Column, exp.Table, exp.Identifier)):
-            if source.name.lower() not in self._visible_ctes(node) and not relation_kind(self.ctx.con, source.name):
-                # DuckDB would read a missing name ending in .csv as a file (and quote its first line in errors)
-                raise UnknownColumnError(f"{name.upper()}: no table, view or CTE named {source.name!r}")
-            table = _sql.table(source.name)
-            if source.name.lower() not in self._visible_ctes(node) and relation_kind(self.ctx.con, source.name):
+            if source.name.lower() not in self._visible_ctes(node):
+                if not relation_kind(self.ctx.con, source.name):
+                    # DuckDB would read a missing name ending in .csv as a file (and quote its first line in errors)
+                    raise UnknownColumnError(f"{name.upper()}: no table, view or CTE named {source.name!r}")
                 table_name = source.name
+            table = _sql.table(source.name)
             query = self._with_context(exp.select("*").from_(table), node)
         else:
             raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
@@ -329,18 +328,6 @@ class Planner:
         op = self.ctx.registry.get(call.name)
         what = f"{op.name}(...)"
         positional, named = split_arguments(call, what)
-        for name, value in named.items():
-            if name not in OVERRIDES:
-                raise ArgumentError(f"{what}: unknown argument {name!r}; allowed: {sorted(OVERRIDES)}")
-            expected = OVERRIDES[name]
-            if isinstance(value, bool) or not isinstance(value, expected):
-                raise ArgumentError(f"{what}: argument {name!r} must be {_type_name(expected)}, got {value!r}")
-        if "k" in named and named["k"] < 2:
-            raise ArgumentError(f"{what}: k must be at least 2, got {named['k']}")
-        if "assignments" in named and named["assignments"] < 1:
-            raise ArgumentError(f"{what}: assignments must be at least 1")
-        if "budget" in named and named["budget"] < 0:
-            raise ArgumentError(f"{what}: budget must be >= 0")
         n_own = len(op.arguments)
         if len(positional) <= n_own:  # at least one column (or *), then the operator's own arguments
             own = f", then its argument(s) {[a for a, _ in op.arguments]}" if n_own else ""
@@ -352,7 +339,7 @@ class Planner:
             if arg_type == "VARCHAR" and not isinstance(value, str):
                 raise ArgumentError(f"{what}: argument {arg_name!r} must be a string, got {value!r}")
             args[arg_name] = value
-        method = named.pop("method", None)
+        method = named.pop("method", None)  # every override is checked (udf.check_override) as it is applied
         definition = op.with_overrides({**named, **({"aggregation": method} if method else {})})
         try:
             definition.question.format(**args)
@@ -738,11 +725,6 @@ def _resolve_column(col: exp.Column, sources: list[_Source], what: str) -> tuple
     if len(hits) > 1:
         raise ArgumentError(f"{what}: column {col.name!r} is ambiguous; qualify it with a table alias")
     return hits[0]
-
-
-def _type_name(expected: type | tuple[type, ...]) -> str:
-    types = expected if isinstance(expected, tuple) else (expected,)
-    return " or ".join({int: "an integer", float: "a number", str: "a string", list: "a list"}[t] for t in types)
 
 
 def parse(sql: str) -> list[exp.Expression]:
