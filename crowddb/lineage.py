@@ -56,9 +56,6 @@ class Status:
     truth: bool = False  # an unchanged copy of the ground truth (the simulated crowd's knowledge, the answer domain)
     key: bool = False    # an unchanged copy of the key (what a group operator returns)
 
-    def worse(self, other: Status) -> Status:
-        return other if other.level > self.level else self
-
 
 @dataclasses.dataclass(frozen=True)
 class DerivedRoles(TableRoles):
@@ -102,11 +99,18 @@ class Lineage:
             self.columns.setdefault(table.lower(), {}).setdefault(column, "TEXT")
         declared = con.execute("SELECT DISTINCT lower(table_name) FROM crowddb_columns").fetchall()
         self.declared = {r[0] for r in declared}
-        self._views: dict[str, DerivedRoles | None] = {}
+        self._roles: dict[str, TableRoles | None] = {}  # per table, looked up once per statement
 
     # ------------------------------------------------------------------------------------------ per table
     def roles(self, table: str) -> TableRoles | None:
         """Declared (or materialized) roles of ``table``; None when nothing was declared to protect."""
+        name = table.lower()
+        if name not in self._roles:
+            self._roles[name] = None  # a view cannot read itself; guards the recursion
+            self._roles[name] = self._lookup(table)
+        return self._roles[name]
+
+    def _lookup(self, table: str) -> TableRoles | None:
         name = table.lower()
         if name in self.temp_roles:
             return self.temp_roles[name]
@@ -119,23 +123,17 @@ class Lineage:
         return None
 
     def _view_roles(self, view: str) -> DerivedRoles | None:
-        if view.lower() not in self._views:
-            self._views[view.lower()] = None  # a view cannot read itself; guards the recursion
-            sql = self.con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?)",
-                                   [view]).fetchall()
-            columns = list(self.columns.get(view.lower(), {}))
-            try:
-                tree = sqlglot.parse_one(sql[0][0], read=DIALECT)
-                query = tree.expression if isinstance(tree, exp.Create) else tree
-            except (sqlglot.errors.SqlglotError, IndexError):
-                query = None
-            if not isinstance(query, exp.Query):  # unreadable: everything withheld
-                roles = DerivedRoles(view, sensitive=tuple(columns),
-                                     withheld={c: f"the lineage of view {view!r} cannot be read" for c in columns})
-            else:
-                roles = self.relation(query, columns, name=view)
-            self._views[view.lower()] = roles
-        return self._views[view.lower()]
+        sql = self.con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?)", [view]).fetchall()
+        columns = list(self.columns.get(view.lower(), {}))
+        try:
+            tree = sqlglot.parse_one(sql[0][0], read=DIALECT)
+            query = tree.expression if isinstance(tree, exp.Create) else tree
+        except (sqlglot.errors.SqlglotError, IndexError):
+            query = None
+        if not isinstance(query, exp.Query):  # unreadable: everything withheld
+            return DerivedRoles(view, sensitive=tuple(columns),
+                                withheld={c: f"the lineage of view {view!r} cannot be read" for c in columns})
+        return self.relation(query, columns, name=view)
 
     def touches_roles(self, tree: exp.Expression) -> bool:
         """Does the query read (anywhere, through views too) a table with roles, or, while any role is declared, a
