@@ -3,6 +3,8 @@
 Entry points (each two hops from here):
 - ``connect`` -> ``connection.CrowdDB``: SQL with human operators (``udf``, ``operators.human``) and the table
   functions TRUTH_DISCOVER, PRIVATE_SYNTH, ANONYMIZE (``operators.table_functions``), planned by ``planner``.
+- What is stored (runs, HITs, answers, payments, releases, column roles): ``store``; DataFrames named in SQL:
+  ``replacement``.
 - Algorithms without SQL: ``anonymize`` (Mondrian, FKA, Datafly, Incognito), ``truth`` (truth inference + LDP),
   ``synth`` (PrisCrowd), ``crowd`` (platform interface, simulated crowd).
 """

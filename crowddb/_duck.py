@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import duckdb
 import pandas as pd
 
+from .errors import QueryError
+
 
 def in_transaction(con: duckdb.DuckDBPyConnection) -> bool:
     """True inside an explicit transaction (BEGIN ... COMMIT): its statements share one transaction id, while in
@@ -41,3 +43,21 @@ def registered(con: duckdb.DuckDBPyConnection, **frames: pd.DataFrame) -> Iterat
     finally:
         for name in frames:
             con.unregister(name)
+
+
+@contextlib.contextmanager
+def rolled_back(con: duckdb.DuckDBPyConnection, active: bool = True) -> Iterator[None]:
+    """A transaction around the block that is always rolled back (nothing when not ``active``): explain() rehearses
+    a query's earlier statements in it."""
+    if not active:
+        yield
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    finally:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.TransactionException:  # something ended the transaction: what ran before that was kept
+            raise QueryError("explain(): the transaction its rehearsal runs in was ended by a statement it ran, so "
+                             "what the earlier statements created or changed was not rolled back") from None

@@ -19,8 +19,8 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token, TokenType
 
 from . import _sql
-from ._duck import in_transaction, registered, transaction
-from .catalog import TableRoles, declare_roles, ensure_catalog, resolve_table, roles_of
+from ._duck import in_transaction, registered, rolled_back, transaction
+from ._sql import DIALECT
 from .crowd import Platform, SimulatedCrowd
 from .errors import (
     ArgumentError,
@@ -32,10 +32,13 @@ from .errors import (
     UnknownOperatorError,
 )
 from .lineage import follow, is_tracked
-from .operators.context import OperatorContext, reap_interrupted
+from .operators.context import OperatorContext
 from .operators.human import NOT_ESTIMATED, OperatorPlan
 from .operators.table_functions import TABLE_FUNCTIONS
-from .planner import DIALECT, Planner, answer_column, parse
+from .planner import Planner, answer_column, parse
+from .replacement import Scans, call_in, caller_frame
+from .store import Store, TableRoles, declare_roles, ensure_catalog, resolve_table, roles_of
+from .store.roles import declared_tables
 from .udf import HumanOperator, Registry
 
 __all__ = ["CrowdDB", "QueryPlan", "connect"]
@@ -56,6 +59,9 @@ _LITERAL_TOKENS = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING, TokenT
 _TRACKED_WORDS = (("create", "table", "as"), ("insert", "select"), ("insert", "from"), ("insert", "table"),
                   ("insert", "by", "name"), ("alter", "rename"), ("update", "set"))
 _SCAN_CACHE_CHARS = 20_000  # texts up to this long are remembered with their scan (plain SQL is often repeated)
+
+
+_TABLE_FUNCTION_NAMES = frozenset(name.lower() for name in TABLE_FUNCTIONS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,38 +250,56 @@ class CrowdDB:
 
     Everything DuckDB's connection offers is reachable through this object (attribute access is delegated)."""
 
-    def __init__(self, database: str | Path = ":memory:", *, platform: Platform | None = None,
+    def __init__(self, database: str | Path | duckdb.DuckDBPyConnection = ":memory:", *, platform: Platform | None = None,
                  seed: int | None = None, budget: float | None = None, udfs: Iterable[str | Path] = (),
                  progress: bool = True, read_only: bool = False, config: Mapping[str, Any] | None = None) -> None:
         seed, budget, udfs = _check_options(database, platform, seed, budget, udfs, progress, read_only, config)
-        try:
-            self.con = duckdb.connect(str(database), read_only=read_only, config=dict(config or {}))
-        except duckdb.Error as err:  # a missing folder, a file another process holds, a bad setting
-            raise CrowdDBError(f"cannot open database {str(database)!r}: {err}") from None
-        self.database = str(database)
+        # a connection the caller opened is wrapped as it is (its attached databases, settings and registered objects)
+        # and left open to its owner by close(); otherwise crowddb opens (and closes) its own
+        self._owns_connection = not isinstance(database, duckdb.DuckDBPyConnection)
+        if self._owns_connection:
+            try:
+                self.con = duckdb.connect(str(database), read_only=read_only, config=dict(config or {}))
+            except duckdb.Error as err:  # a missing folder, a file another process holds, a bad setting
+                raise CrowdDBError(f"cannot open database {str(database)!r}: {err}") from None
+            self.database = str(database)
+        else:
+            self.con = database
+            self.database = _database_path(database)
         try:
             if not read_only:
                 ensure_catalog(self.con)
-                reap_interrupted(self.con)  # runs of processes that died are marked, so crowddb_runs says so at once
+                Store(self.con).reap_interrupted()  # runs of dead processes are marked: crowddb_runs says so at once
             self.registry = Registry(udfs)
             self.platform = platform if platform is not None else SimulatedCrowd(seed=seed)
             if not read_only:
                 self._record_workers()
         except BaseException:
-            self.con.close()
+            if self._owns_connection:
+                self.con.close()
             raise
         self.seed, self.budget, self.progress = seed, budget, progress
         self.last_plan: QueryPlan | None = None
-        self._kept_temps: list[Planner] = []  # the answers of the last crowd relations db.sql() returned
+        # the answers of the last crowd relations db.sql() returned, and the Python objects they read
+        self._kept_temps: list[tuple[Planner, Scans]] = []
         self._last_scan: tuple[str, frozenset[str], _Scan] | None = None
 
     # --------------------------------------------------------------------------------------- lifecycle
     def close(self) -> None:
-        """Close the DuckDB connection (idempotent)."""
+        """Close the DuckDB connection (idempotent). A connection the caller handed to connect() stays open: crowddb
+        only drops what it made there for its queries' results (temp tables, registered Python objects)."""
         con = self.__dict__.get("con")
-        if con is not None:
+        if con is None:
+            return
+        if self.__dict__.get("_owns_connection", True):
             con.close()
-            self.__dict__["con"] = None
+        else:
+            with contextlib.suppress(duckdb.Error):  # the owner may have closed it already
+                for planner, scans in self.__dict__.get("_kept_temps", []):
+                    planner.drop_temps()
+                    scans.drop()
+        self.__dict__["_kept_temps"] = []
+        self.__dict__["con"] = None
 
     def __enter__(self) -> CrowdDB:  # noqa: PYI034 (typing.Self needs Python 3.11)
         return self
@@ -294,10 +318,7 @@ class CrowdDB:
         return getattr(con, name)
 
     def _record_workers(self) -> None:
-        workers = self.platform.workers().assign(platform=self.platform.name)
-        with registered(self.con, __crowd_workers=workers):
-            self.con.execute("INSERT OR IGNORE INTO crowddb_workers (worker_id, platform, quality) "
-                             "SELECT worker_id, platform, quality FROM __crowd_workers")
+        Store(self.con).record_workers(self.platform.workers(), self.platform.name)
 
     # ------------------------------------------------------------------------------------------- queries
     def _scan(self, query: str) -> _Scan:
@@ -313,23 +334,28 @@ class CrowdDB:
     def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
         """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``."""
         statements = self._crowd_statements(query)
+        frame = caller_frame()
         if statements is None:
             tracked = self._tracked_statements(query, params)
             with self._unknown_functions():
-                result = self.con.sql(query, params=params)
+                result = call_in(frame, self.con.sql, query, params=params)
             self._carry_roles(tracked)
             return result
-        return self._run(query, statements, params, final="sql")
+        return self._run(query, statements, params, final="sql", frame=frame)
 
     def execute(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
         """Run SQL like ``DuckDBPyConnection.execute``: returns the connection, ready to fetch."""
         statements = self._crowd_statements(query)
+        frame = caller_frame()
         if statements is None:
             tracked = self._tracked_statements(query, params)
             with self._unknown_functions():
-                result = self.con.execute(query, params) if params is not None else self.con.execute(query)
+                if params is None:
+                    result = call_in(frame, self.con.execute, query)
+                else:
+                    result = call_in(frame, self.con.execute, query, parameters=params)
             return self._carry_roles_keeping(result, tracked) if tracked else result
-        return self._run(query, statements, params, final="execute")
+        return self._run(query, statements, params, final="execute", frame=frame)
 
     def _carry_roles_keeping(self, result: Any, statements: list[exp.Expression],
                              temp_roles: Mapping[str, Any] | None = None):
@@ -372,10 +398,7 @@ class CrowdDB:
 
     def _roles_declared(self) -> bool:
         """Is any role declared in crowddb_columns (is there anything a copy could leak)?"""
-        try:
-            return bool(self.con.execute("SELECT EXISTS (SELECT 1 FROM crowddb_columns)").fetchall()[0][0])
-        except duckdb.Error:  # no catalog (a read-only file made by plain DuckDB): nothing is declared
-            return False
+        return bool(declared_tables(self.con))
 
     def _refuse_unreadable(self, reason: str) -> None:
         """Refuse (before DuckDB runs anything) a statement that may create, fill or rename a table but that crowddb
@@ -417,12 +440,19 @@ class CrowdDB:
     def explain(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> QueryPlan:
         """How many HITs and assignments ``query`` would post, its estimated cost and the privacy parameters that
         apply; nothing is published, paid or written."""
-        statements = self._crowd_statements(query) or []
+        scans = Scans(self.con)
+        try:
+            return self._explain(query, params, scans.bind(self._crowd_statements(query) or [], caller_frame(),
+                                                           _TABLE_FUNCTION_NAMES))
+        finally:
+            scans.drop()
+
+    def _explain(self, query: str, params: Any, statements: list[exp.Expression]) -> QueryPlan:
         self._refuse_unreadable_commands(statements)  # what the run would refuse
         ctx = self._context(query, dry_run=True)
         planner = Planner(ctx, TABLE_FUNCTIONS)
         rehearse = len(statements) > 1 and not in_transaction(self.con)
-        with _rolled_back(self.con, rehearse):
+        with rolled_back(self.con, rehearse):
             for i, statement in enumerate(statements):
                 bound = self._bind(statement, params)
                 try:
@@ -497,19 +527,30 @@ class CrowdDB:
                 raise QueryError("crowd operators publish paid HITs, which a ROLLBACK cannot take back: run this "
                                  "query outside BEGIN ... COMMIT (nothing was published)")
 
-    def _run(self, query: str, statements: list[exp.Expression], params: Any, final: str):
+    def _run(self, query: str, statements: list[exp.Expression], params: Any, final: str, frame: Any):
+        scans = Scans(self.con)
+        try:
+            return self._run_scanned(query, scans.bind(statements, frame, _TABLE_FUNCTION_NAMES), params, final,
+                                     scans)
+        except BaseException:
+            scans.drop()
+            raise
+
+    def _run_scanned(self, query: str, statements: list[exp.Expression], params: Any, final: str, scans: Scans):
         self._refuse_in_transaction(statements)
         self._refuse_unreadable_commands(statements)
         binder = Planner(self._context(query), TABLE_FUNCTIONS)
         for statement in statements:  # every call of every statement is bound before the first one pays
             binder.validate(self._bind(statement, params))
         if self.budget is not None:  # refuse before anything is published when the whole query is over budget
-            plan = self.explain(query, params)
+            plan = self._explain(query, params, [s.copy() for s in statements])  # explain rewrites its trees
             if plan.estimated_cost > self.budget + 1e-9:
                 raise BudgetExceededError(f"the query's estimated cost ${plan.estimated_cost:,.2f} exceeds the "
                                           f"budget ${self.budget:,.2f}; nothing was published")
         while len(self._kept_temps) >= _KEPT_RELATIONS:  # before the query: dropping after would replace its result
-            self._kept_temps.pop(0).drop_temps()
+            kept, kept_scans = self._kept_temps.pop(0)
+            kept.drop_temps()
+            kept_scans.drop()
         ctx = self._context(query)
         planner = Planner(ctx, TABLE_FUNCTIONS)
         try:
@@ -520,7 +561,7 @@ class CrowdDB:
         self.last_plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
         # the result reads the answers' temp tables (a relation each time it runs; a pending execute() result until it
         # is fetched, and dropping them now would replace it): they are kept for a few queries
-        self._kept_temps.append(planner)
+        self._kept_temps.append((planner, scans))
         return result
 
     def _execute(self, statements: list[exp.Expression], params: Any, final: str, planner: Planner):
@@ -745,23 +786,6 @@ def _rehearsable(statement: exp.Expression) -> bool:
     return isinstance(statement, (exp.Insert, exp.Update, exp.Delete, exp.Alter))
 
 
-@contextlib.contextmanager
-def _rolled_back(con: duckdb.DuckDBPyConnection, active: bool):
-    """A transaction around the block that is always rolled back (nothing when not ``active``)."""
-    if not active:
-        yield
-        return
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield
-    finally:
-        try:
-            con.execute("ROLLBACK")
-        except duckdb.TransactionException:  # something ended the transaction: what ran before that was kept
-            raise QueryError("explain(): the transaction its rehearsal runs in was ended by a statement it ran, so "
-                             "what the earlier statements created or changed was not rolled back") from None
-
-
 def _param(value: Any) -> exp.Expression:
     """A query parameter as a literal node; NaN stays NaN (exp.convert makes it NULL, which reads as 'not given')."""
     if isinstance(value, float) and math.isnan(value):
@@ -787,9 +811,14 @@ def _check_options(database: Any, platform: Any, seed: Any, budget: Any, udfs: A
     import numbers
     import os
 
-    if not isinstance(database, (str, os.PathLike)):
-        raise ArgumentError(f"database must be a file path or ':memory:', got {type(database).__name__} "
-                            f"{database!r}")
+    if isinstance(database, duckdb.DuckDBPyConnection):
+        if read_only or config:
+            raise ArgumentError("read_only and config apply when crowddb opens the database; an open DuckDB "
+                                "connection was given: set them when you open it (duckdb.connect(path, read_only=..., "
+                                "config=...)) and leave them out here")
+    elif not isinstance(database, (str, os.PathLike)):
+        raise ArgumentError(f"database must be a file path, ':memory:' or an open duckdb connection, got "
+                            f"{type(database).__name__} {database!r}")
     if platform is not None and not isinstance(platform, Platform):
         raise ArgumentError(f"platform must be a crowddb.Platform instance (e.g. crowddb.SimulatedCrowd(seed=1), or "
                             f"your subclass of crowddb.Platform for a real marketplace), got {type(platform).__name__} "
@@ -826,9 +855,19 @@ def _check_options(database: Any, platform: Any, seed: Any, budget: Any, udfs: A
     return seed, budget, udfs
 
 
-def connect(database: str | Path = ":memory:", *, platform: Platform | None = None, seed: int | None = None,
+def _database_path(con: duckdb.DuckDBPyConnection) -> str:
+    """The file behind a connection's current database (':memory:' for an in-memory one)."""
+    try:
+        rows = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
+    except duckdb.Error as err:  # a closed connection
+        raise CrowdDBError(f"cannot use the DuckDB connection given to connect(): {err}") from None
+    return rows[0][0] if rows and rows[0][0] else ":memory:"
+
+
+def connect(database: str | Path | duckdb.DuckDBPyConnection = ":memory:", *, platform: Platform | None = None, seed: int | None = None,
             **options: Any) -> CrowdDB:
-    """Open a crowd database (a DuckDB file, or in memory). ``platform`` defaults to the embedded simulated crowd;
+    """Open a crowd database (a DuckDB file, or in memory), or wrap an open ``duckdb`` connection (which stays
+    open to its owner when crowddb closes). ``platform`` defaults to the embedded simulated crowd;
     ``seed`` makes every random choice (crowd, anonymization, noise) reproducible. Options: budget (US$ per query),
     udfs (extra folders of operator definitions), progress, read_only, config (DuckDB settings)."""
     unknown = [name for name in options if name not in CONNECT_OPTIONS]

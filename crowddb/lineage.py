@@ -25,18 +25,18 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, build_scope
 from sqlglot.schema import MappingSchema
 
-from . import _sql
-from .catalog import TableRoles, declare_roles, roles_of, table_columns
-
-DIALECT = "duckdb"
-
-def relation_kind(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
-    """'table', 'view' or None for a name in the current schema."""
-    rows = con.execute("SELECT 'table' FROM duckdb_tables() WHERE lower(table_name) = lower(?) UNION ALL "
-                       "SELECT 'view' FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal",
-                       [name, name]).fetchall()
-    return rows[0][0] if rows else None
-
+from . import _sql, replacement
+from ._sql import DIALECT
+from .store.roles import (
+    TableRoles,
+    declare_roles,
+    declared_tables,
+    relation_kind,
+    rename_column,
+    rename_table,
+    roles_of,
+    table_columns,
+)
 
 #: what a column of a derived relation may become, worst last: published as it is, generalized, never published
 RAW, QI, WITHHELD = 0, 1, 2
@@ -97,8 +97,7 @@ class Lineage:
         self.columns: dict[str, dict[str, str]] = {}
         for table, column in rows:
             self.columns.setdefault(table.lower(), {}).setdefault(column, "TEXT")
-        declared = con.execute("SELECT DISTINCT lower(table_name) FROM crowddb_columns").fetchall()
-        self.declared = {r[0] for r in declared}
+        self.declared = declared_tables(con)
         self._roles: dict[str, TableRoles | None] = {}  # per table, looked up once per statement
 
     # ------------------------------------------------------------------------------------------ per table
@@ -118,6 +117,9 @@ class Lineage:
             return roles_of(self.con, table)
         if name.startswith(_CROWD_TEMP):
             return TableRoles(table, sensitive=tuple(self.columns.get(name, {})))
+        python_name = replacement.original_name(table)
+        if python_name is not None:
+            return self._object_roles(table, python_name)
         if relation_kind(self.con, table) == "view":
             return self._view_roles(table)
         return None
@@ -134,6 +136,16 @@ class Lineage:
             return DerivedRoles(view, sensitive=tuple(columns),
                                 withheld={c: f"the lineage of view {view!r} cannot be read" for c in columns})
         return self.relation(query, columns, name=view)
+
+    def _object_roles(self, view: str, python_name: str) -> DerivedRoles | None:
+        """A Python object the query reads (a replacement scan): no roles while none is declared anywhere; else all
+        withheld, as for a file: it may hold a copy of a protected table, and its lineage cannot be followed."""
+        if not (self.declared or self.temp_roles):
+            return None
+        columns = tuple(self.columns.get(view.lower(), {}))
+        reason = (f"it comes from the Python object {python_name!r}, whose lineage crowddb cannot follow; load it "
+                  f"with db.load_frame({python_name!r}, {python_name}, quasi_identifiers=[...]) to declare its roles")
+        return DerivedRoles(view, sensitive=columns, withheld=dict.fromkeys(columns, reason))
 
     def touches_roles(self, tree: exp.Expression) -> bool:
         """Does the query read (anywhere, through views too) a table with roles, or, while any role is declared, a
@@ -414,11 +426,9 @@ def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
         table = statement.this.name
         for action in renames:
             if isinstance(action, exp.AlterRename):
-                con.execute("UPDATE crowddb_columns SET table_name = ? WHERE lower(table_name) = lower(?)",
-                            [action.this.name, table])
+                rename_table(con, table, action.this.name)
             else:
-                con.execute("UPDATE crowddb_columns SET column_name = ? WHERE lower(table_name) = lower(?) AND "
-                            "lower(column_name) = lower(?)", [action.args["to"].name, table, action.this.name])
+                rename_column(con, table, action.this.name, action.args["to"].name)
         return
     carry_roles(con, statement, temp_roles)
 

@@ -18,12 +18,13 @@ from sqlglot import exp
 
 from . import _sql
 from ._duck import registered
-from .catalog import TableRoles, roles_of
+from ._sql import DIALECT
 from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
-from .lineage import DIALECT, WITHHELD, DerivedRoles, base_status, derived_roles, relation_kind
+from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles
 from .operators.context import OperatorContext
 from .operators.human import GROUP_ID, KEY, NOT_ESTIMATED, ROW_ID, TRUTH, HumanInput, HumanOperatorRun, OperatorPlan
-from .operators.table_functions import TableFunction
+from .operators.table_functions import Relation, TableFunction, TableInput
+from .store import TableRoles, relation_kind, roles_of
 
 _ID = "__crowd_id"
 _GROUP = "__crowd_g"
@@ -201,13 +202,17 @@ class Planner:
     def _execute_df(self, query: exp.Expression) -> pd.DataFrame:
         return self.ctx.con.execute(query.sql(DIALECT)).df()
 
-    def _temp_table(self, prefix: str, query: exp.Expression | None = None, frame: pd.DataFrame | None = None) -> str:
-        """Create a connection-scoped temp table from a query or a DataFrame; returns its name."""
+    def _temp_table(self, prefix: str, query: exp.Expression | None = None, frame: pd.DataFrame | None = None,
+                    relation: Relation | None = None) -> str:
+        """Create a connection-scoped temp table from a query, a DataFrame or a table function's Relation; returns
+        its name."""
         name = f"__crowd_{prefix}_{next(_counter)}"
         self.temps.append(name)
         target = _sql.table(name)
         con = self.ctx.con
-        if frame is not None:
+        if relation is not None:
+            relation.create(con, target)
+        elif frame is not None:
             view = f"{name}_df"
             with registered(con, **{view: frame}):
                 con.execute(f"CREATE TEMP TABLE {target.sql(DIALECT)} AS SELECT * FROM {view}")
@@ -245,10 +250,12 @@ class Planner:
         else:
             raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
                                 f"got {source.sql(DIALECT)!r}")
-        frame = self._execute_df(query)
-        roles = self._relation_roles(table_name, query, list(frame.columns))
-        result = self.table_functions[name](self.ctx, frame, named, roles)
-        temp = self._temp_table("tf", frame=result)
+        source = self._temp_table("in", query=query)  # the input once, in its order; read as far as needed
+        columns = _columns(self.ctx.con, source)
+        roles = self._relation_roles(table_name, query, columns)
+        result = self.table_functions[name](self.ctx, TableInput(self.ctx.con, source, columns), named, roles)
+        temp = self._temp_table("tf", relation=result) if isinstance(result, Relation) else \
+            self._temp_table("tf", frame=result)
         alias = node.args.get("alias")
         replacement = exp.Table(this=exp.to_identifier(temp, quoted=True),
                                 alias=alias.copy() if alias else exp.TableAlias(

@@ -8,7 +8,7 @@ import pytest
 from conftest import RecordingCrowd, people_frame
 
 import crowddb
-from crowddb.catalog import roles_of
+from crowddb.store import roles_of
 
 QIS = ["age", "sex", "zip"]
 
@@ -86,7 +86,7 @@ def test_create_or_replace_from_unprotected_data_clears_old_roles(db):
     db.sql("CREATE TABLE t AS SELECT * FROM people")
     assert roles_of(db.con, "t").quasi_identifiers
     db.sql("CREATE OR REPLACE TABLE t AS SELECT range AS n FROM range(5)")
-    assert roles_of(db.con, "t") == crowddb.catalog.TableRoles("t")  # no roles
+    assert roles_of(db.con, "t") == crowddb.store.TableRoles("t")  # no roles
     db.sql("CREATE TABLE IF NOT EXISTS t AS SELECT * FROM people")  # t exists: nothing happens, roles included
     assert not roles_of(db.con, "t").quasi_identifiers
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import crowddb
-from crowddb.catalog import roles_of
+from crowddb.store import roles_of
 from crowddb.cli import main as cli_main
 from crowddb.crowd import SimulatedCrowd
 from crowddb.errors import ArgumentError, CrowdDBError, SQLParseError, UnknownOperatorError

@@ -110,7 +110,7 @@ def test_an_update_carries_the_roles_of_what_it_copies_into_a_table():
         db.load_frame("people", people_frame(), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
                       ground_truth="job", key="id")
         db.load_frame("notes", people_frame()[["id"]].rename(columns={"id": "pid"}).assign(note="-", n=0))
-        assert db.roles("notes") == crowddb.catalog.TableRoles("notes")  # nothing declared yet
+        assert db.roles("notes") == crowddb.store.TableRoles("notes")  # nothing declared yet
         db.sql("UPDATE notes AS x SET note = p.job, n = p.age FROM people p WHERE x.pid = p.id")
         roles = db.roles("notes")
         assert (roles.ground_truth, roles.quasi_identifiers) == ("note", ("n",))

@@ -86,12 +86,12 @@ def shared_tmp(tmp_path_factory) -> str:
 CHILD = textwrap.dedent("""
     import json, os, signal, sys, contextlib
     import crowddb
-    import crowddb.operators.human as human
+    import crowddb.store as store
     from fault_platform import DiskCrowd
 
     path, faults, query = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
     if faults.pop("commit", None):  # SIGKILL inside the transaction that records collected answers, before COMMIT
-        original_record, original_transaction = human.HumanOperatorRun._record_collected, human.transaction
+        original_record, original_transaction = store.Store.record_collected, store.transaction
         dying = []
 
         def record(self, *args, **kw):
@@ -105,7 +105,7 @@ CHILD = textwrap.dedent("""
                 if dying:
                     os.kill(os.getpid(), signal.SIGKILL)
 
-        human.HumanOperatorRun._record_collected, human.transaction = record, transaction
+        store.Store.record_collected, store.transaction = record, transaction
     crowd = DiskCrowd(path.replace(".duckdb", ".crowd.json"), faults=faults)
     with crowddb.connect(path, platform=crowd, progress=False) as db:
         db.sql(query).df()

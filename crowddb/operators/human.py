@@ -13,12 +13,10 @@ import json
 import sys
 from typing import Any
 
-import duckdb
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .._duck import registered, transaction
 from ..crowd import HitBatch, KnowledgeBase
 from ..errors import (
     ArgumentError,
@@ -30,7 +28,7 @@ from ..errors import (
     UnknownHITError,
 )
 from ..udf import HumanOperator
-from .context import OperatorContext, reap_interrupted
+from .context import OperatorContext
 
 ROW_ID = "__crowd_row"      # position of the row in the operator's input
 GROUP_ID = "__crowd_group"  # group number (group operators)
@@ -119,11 +117,13 @@ class HumanOperatorRun:
                                 "or key); declare core columns or pass columns explicitly")
         self.question = self.op.question.format(**call.args)
         self.domain = self._domain()
+        self.store = ctx.store
         if ctx.dry_run:  # explain(): nothing is written, the id is only a name
-            self.run_id = ctx.next_id("crowddb_runs", "run_id")
+            self.run_id = self.store.next_run_id()
         else:  # runs whose process died are marked interrupted, then this run's row takes its id
-            reap_interrupted(ctx.con)
-            self.run_id = ctx.reserve_run(self.op.name, len(call.frame), int(self.op.k), self.op.anonymizer)
+            self.store.reap_interrupted()
+            self.run_id = self.store.reserve_run(self.op.name, ctx.query, len(call.frame), int(self.op.k),
+                                                 self.op.anonymizer)
         self.rng = ctx.rng(self.run_id, call.seed)
         # with a seed (the call's, or the connection's) the split into HITs is drawn from self.rng as always; without
         # one it is a keyed hash order of the published content: a function of the data, so a rerun splits the same
@@ -329,13 +329,7 @@ class HumanOperatorRun:
     # ------------------------------------------------------------------------------------------------ cache
     def _cached(self, items: pd.DataFrame) -> pd.DataFrame:
         """Answers already bought for these items: item_key, occurrence, worker_id, answer (first A per item)."""
-        need = items.drop_duplicates("item_id")[["item_key", "occurrence"]]
-        con = self.ctx.con
-        with registered(con, __crowd_need=need):
-            got = con.execute(
-                "SELECT a.item_key, a.occurrence, a.worker_id, a.answer, a.assignment_id "
-                "FROM crowddb_answers a JOIN __crowd_need n USING (item_key, occurrence) "
-                "ORDER BY a.item_key, a.occurrence, a.assignment_id").df()
+        got = self.store.answers_for(items.drop_duplicates("item_id")[["item_key", "occurrence"]])
         got["rank"] = got.groupby(["item_key", "occurrence"]).cumcount()
         return got[got["rank"] < self.op.assignments].drop(columns="rank")
 
@@ -405,11 +399,12 @@ class HumanOperatorRun:
             return self._run()
         except BaseException:
             if self._reserved and not self.ctx.dry_run:
-                if self._wrote_hits and self._has_hits():
+                if self._wrote_hits and self.store.run_has_hits(self.run_id):
                     self._persist(status="failed")
                     self.ctx.spent += self.spent
                 else:
-                    self._release_run()
+                    with contextlib.suppress(Exception):  # the run's own error is the one to report
+                        self.store.forget_run(self.run_id)
             raise
 
     def _run(self) -> tuple[pd.DataFrame | None, OperatorPlan]:
@@ -524,7 +519,7 @@ class HumanOperatorRun:
             except BaseException:
                 self._resolve_publishing(ids)  # which of them did the platform get? the rest were never posted
                 raise
-            self._set_status(ids, "published", "publishing")  # from here on they are paid for
+            self.store.set_hit_status(ids, "published", was="publishing")  # from here on they are paid for
             with self._platform_errors(f"collecting {len(hits)} HITs (round {round_no})"):
                 got = platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update)
             got.answers = got.answers.merge(layout, on=["hit_id", "item_no"]).merge(ident, on="item_id")
@@ -578,38 +573,18 @@ class HumanOperatorRun:
     # ---------------------------------------------------------------------------------------------- persist
     def _persist(self, status: str = "completed") -> None:
         """Write the run's totals and its release (one transaction); its purchases were written as they happened."""
-        con, op = self.ctx.con, self.op
+        op = self.op
         plan = getattr(self, "plan", None)  # a run that failed while FKA bought its samples has no plan yet
         hits = [b.hits for b, _, _ in self._bought]
-        values = [int(sum(len(h) for h in hits)), int(sum(h["assignments"].sum() for h in hits)),
-                  plan.cached_items if plan else 0, round(self.spent, 4), plan.k if plan else int(op.k),
-                  plan.anonymizer if plan else op.anonymizer, status]
-        def write() -> None:  # another connection may take the same release id first: then again, with the next
-            con.execute("UPDATE crowddb_runs SET hits = ?, assignments = ?, cached_items = ?, cost = ?, k = ?, "
-                        "anonymizer = ?, status = ?, heartbeat = current_timestamp WHERE run_id = ?",
-                        [*values, self.run_id])
-            if getattr(self, "metrics", None) is not None:
-                con.execute("INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, params, metrics) "
-                            "VALUES (?, ?, 'anonymization', ?, ?, ?, ?)",
-                            [self.ctx.next_id("crowddb_releases", "release_id"), self.run_id, op.anonymizer,
-                             int(op.k), json.dumps({"quasi_identifiers": list(self.call.quasi_identifiers)}),
-                             json.dumps(self.metrics, default=float)])
-
-        self.ctx.in_own_transaction(write)
-
-    def _has_hits(self) -> bool:
-        """Whether a HIT of this run is on record (a write-ahead record the platform never got is dropped)."""
-        try:
-            return bool(self.ctx.con.execute("SELECT count(*) FROM crowddb_hits WHERE run_id = ?",
-                                             [self.run_id]).fetchall()[0][0])
-        except duckdb.Error:  # cannot tell: keep the row (fail closed)
-            return True
-
-    def _release_run(self) -> None:
-        """A run that failed before anything of it was on record leaves no row (and its id is free again)."""
-        with contextlib.suppress(Exception), transaction(self.ctx.con):
-            self.ctx.con.execute("DELETE FROM crowddb_runs WHERE run_id = ? AND NOT EXISTS "
-                                 "(SELECT 1 FROM crowddb_hits WHERE run_id = ?)", [self.run_id, self.run_id])
+        release = None
+        if getattr(self, "metrics", None) is not None:
+            release = {"method": op.anonymizer, "k": int(op.k), "metrics": self.metrics,
+                       "params": {"quasi_identifiers": list(self.call.quasi_identifiers)}}
+        self.store.finish_run(
+            self.run_id, hits=int(sum(len(h) for h in hits)), assignments=int(sum(h["assignments"].sum() for h in hits)),
+            cached_items=plan.cached_items if plan else 0, cost=round(self.spent, 4),
+            k=plan.k if plan else int(op.k), anonymizer=plan.anonymizer if plan else op.anonymizer, status=status,
+            release=release)
 
     @contextlib.contextmanager
     def _platform_errors(self, doing: str):
@@ -627,26 +602,13 @@ class HumanOperatorRun:
         """The HITs about to be posted, with exactly what they show, as 'publishing' (one transaction), before the
         platform is called (write-ahead): a run that dies during or after publish() leaves them on record, and the
         next run asks the platform which of them it has instead of posting anything again."""
-        con = self.ctx.con
         hits = batch.hits.assign(
             operator=self.op.name, run_id=self.run_id, platform=self.ctx.platform.name, status="publishing",
             domain=json.dumps(list(self.domain)) if self.domain is not None else None,
             n_items=batch.hits["hit_id"].map(batch.items.groupby("hit_id")["item_no"].nunique()))
         items = batch.items.merge(keys[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
-        content = _content_sql(batch.published_columns, group=self.op.kind == "group")
-        with registered(con, __crowd_h=hits, __crowd_i=items), transaction(con):
-            con.execute("UPDATE crowddb_runs SET heartbeat = current_timestamp WHERE run_id = ?", [self.run_id])
-            con.execute("INSERT INTO crowddb_hits (hit_id, run_id, operator, question, domain, n_items, assignments, "
-                        "reward, fee_rate, platform, status) SELECT hit_id, run_id, operator, question, domain, "
-                        "n_items, assignments, reward, fee_rate, platform, status FROM __crowd_h")
-            con.execute(f"INSERT INTO crowddb_hit_items (hit_id, item_no, item_key, occurrence, content) {content}")
+        self.store.record_posted(self.run_id, hits, items, batch.published_columns, group=self.op.kind == "group")
         self._wrote_hits = True
-
-    def _set_status(self, hit_ids: list[str], status: str, was: str) -> None:
-        """HITs of status ``was`` become ``status`` (one statement)."""
-        with registered(self.ctx.con, __crowd_d=pd.DataFrame({"hit_id": list(hit_ids)})):
-            self.ctx.con.execute("UPDATE crowddb_hits SET status = ? WHERE status = ? AND hit_id IN "
-                                 "(SELECT hit_id FROM __crowd_d)", [status, was])
 
     def _resolve_publishing(self, hit_ids: list[str]) -> list[str]:
         """HITs on record as 'publishing' whose publication was never confirmed: the ones the platform has become
@@ -660,58 +622,24 @@ class HumanOperatorRun:
         except PlatformError:  # cannot be asked now: they stay 'publishing', never posted again unasked
             return []
         posted = [h for h in hit_ids if h in known]
-        unposted = pd.DataFrame({"hit_id": [h for h in hit_ids if h not in known]})
-        con = self.ctx.con
-        with registered(con, __crowd_u=unposted), transaction(con):
-            if posted:
-                self._set_status(posted, "published", "publishing")
-            if len(unposted):
-                con.execute("DELETE FROM crowddb_hit_items WHERE hit_id IN (SELECT hit_id FROM __crowd_u) AND hit_id "
-                            "IN (SELECT hit_id FROM crowddb_hits WHERE status = 'publishing')")
-                con.execute("DELETE FROM crowddb_hits WHERE status = 'publishing' AND hit_id IN "
-                            "(SELECT hit_id FROM __crowd_u)")
+        self.store.resolve_publishing(posted, [h for h in hit_ids if h not in known])
         return posted
 
     def _record_collected(self, assignments: pd.DataFrame, answers: pd.DataFrame, reward: Any, fee: Any,
                           credit: bool = False) -> None:
-        """Assignments, answers (with item_key, occurrence) and payments of collected HITs, which become
-        'completed' (one transaction). ``reward``/``fee``: per assignment, a number or a Series aligned with it.
-        ``credit``: HITs an earlier run posted: their HITs, assignments and cost are added to that run's row."""
-        con = self.ctx.con
-        payments = assignments.assign(reward=reward, fee=fee)
-        done = pd.DataFrame({"hit_id": pd.unique(assignments["hit_id"])})
-        with registered(con, __crowd_a=assignments, __crowd_ans=answers, __crowd_p=payments, __crowd_d=done), \
-                transaction(con):
-            con.execute("INSERT INTO crowddb_assignments (assignment_id, hit_id, worker_id) "
-                        "SELECT assignment_id, hit_id, worker_id FROM __crowd_a")
-            con.execute("INSERT INTO crowddb_answers SELECT assignment_id, hit_id, item_no, item_key, occurrence, "
-                        "worker_id, CAST(answer AS VARCHAR) FROM __crowd_ans")
-            con.execute("INSERT INTO crowddb_payments (assignment_id, hit_id, worker_id, reward, fee) "
-                        "SELECT assignment_id, hit_id, worker_id, reward, fee FROM __crowd_p")
-            con.execute("UPDATE crowddb_hits SET status = 'completed' WHERE hit_id IN (SELECT hit_id FROM __crowd_d)")
-            if credit:
-                con.execute("UPDATE crowddb_runs r SET hits = r.hits + s.n_hits, assignments = r.assignments + s.n, "
-                            "cost = r.cost + s.paid FROM (SELECT h.run_id, count(DISTINCT p.hit_id) AS n_hits, "
-                            "count(*) AS n, sum(p.reward + p.fee) AS paid FROM __crowd_p p JOIN crowddb_hits h "
-                            "USING (hit_id) GROUP BY h.run_id) s WHERE r.run_id = s.run_id")
+        """Collected HITs on record (``reward``/``fee``: per assignment, a number or an array aligned with it;
+        ``credit``: HITs an earlier run posted, added to that run's figures)."""
+        self.store.record_collected(assignments, answers, assignments.assign(reward=reward, fee=fee), credit=credit)
 
     def _outstanding_hits(self, items: pd.DataFrame) -> pd.DataFrame:
-        """HITs an earlier run posted (or was posting) for these items and never collected: hit_id, item_key,
-        occurrence, assignments, status. Only of runs that are over: a run still running collects its own."""
-        need = items.drop_duplicates("item_id")[["item_key", "occurrence"]]
-        with registered(self.ctx.con, __crowd_need=need):
-            return self.ctx.con.execute(
-                "SELECT h.hit_id, i.item_key, i.occurrence, h.assignments, h.status FROM crowddb_hits h "
-                "JOIN crowddb_hit_items i USING (hit_id) JOIN __crowd_need n USING (item_key, occurrence) "
-                "LEFT JOIN crowddb_runs r ON r.run_id = h.run_id "
-                "WHERE h.status IN ('published', 'publishing') AND h.operator = ? AND h.platform = ? "
-                "AND coalesce(r.status, '') <> 'running' ORDER BY h.hit_id",
-                [self.op.name, self.ctx.platform.name]).df()
+        """HITs an earlier run posted (or was posting) for these items and never collected (see Store)."""
+        return self.store.outstanding_hits(items.drop_duplicates("item_id")[["item_key", "occurrence"]],
+                                           self.op.name, self.ctx.platform.name)
 
     def _collect_outstanding(self, items: pd.DataFrame) -> None:
         """Collect HITs an earlier run posted for these items but never collected (it failed or was stopped), so
         their answers are not bought twice; HITs the platform no longer knows are recorded as lost."""
-        con, platform = self.ctx.con, self.ctx.platform
+        platform = self.ctx.platform
         outstanding = self._outstanding_hits(items).drop_duplicates("hit_id")
         if not len(outstanding):
             return
@@ -725,37 +653,12 @@ class HumanOperatorRun:
             with self._platform_errors(f"collecting {len(ids)} HITs posted by an earlier run"):
                 got = platform.collect(ids)
         except UnknownHITError:
-            with registered(con, __crowd_d=pd.DataFrame({"hit_id": ids})):
-                con.execute("UPDATE crowddb_hits SET status = 'lost' WHERE hit_id IN (SELECT hit_id FROM __crowd_d)")
+            self.store.set_hit_status(ids, "lost")
             return
-        with registered(con, __crowd_d=pd.DataFrame({"hit_id": ids})):
-            known = con.execute("SELECT i.hit_id, i.item_no, i.item_key, i.occurrence, h.reward, "
-                                "h.reward * h.fee_rate AS fee FROM crowddb_hit_items i JOIN crowddb_hits h "
-                                "USING (hit_id) WHERE hit_id IN (SELECT hit_id FROM __crowd_d)").df()
+        known = self.store.hit_items(ids)
         answers = got.answers.merge(known[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
         price = got.assignments.merge(known.drop_duplicates("hit_id")[["hit_id", "reward", "fee"]], on="hit_id",
                                       how="left")
         self._record_collected(got.assignments, answers, price["reward"].to_numpy(), price["fee"].to_numpy(),
                                credit=True)
 
-
-def _content_sql(columns: list[str], group: bool) -> str:
-    """SELECT of one JSON content value per HIT item from __crowd_i, built as an AST (identifiers quoted)."""
-    from sqlglot import exp
-
-    struct = exp.Struct(expressions=[
-        exp.PropertyEQ(this=exp.to_identifier(c, quoted=True), expression=exp.column(c, quoted=True))
-        for c in columns])
-    value: exp.Expression = struct
-    if group:
-        value = exp.Anonymous(this="list", expressions=[exp.Order(
-            this=struct, expressions=[exp.Ordered(this=exp.column("row_no"))])])
-    select = exp.select("hit_id", "item_no", exp.func("any_value", exp.column("item_key")),
-                        exp.func("any_value", exp.column("occurrence")),
-                        exp.Anonymous(this="to_json", expressions=[value])).from_("__crowd_i")
-    if group:
-        select = select.group_by("hit_id", "item_no")
-    else:
-        select = exp.select("hit_id", "item_no", "item_key", "occurrence",
-                            exp.Anonymous(this="to_json", expressions=[struct])).from_("__crowd_i")
-    return select.sql("duckdb")

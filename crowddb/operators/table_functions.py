@@ -1,22 +1,59 @@
-"""Table functions: TRUTH_DISCOVER, PRIVATE_SYNTH and ANONYMIZE. Each binds its named arguments, calls its
-algorithm layer on the input rows, logs its privacy report in ``crowddb_releases`` and returns a DataFrame."""
+"""Table functions: TRUTH_DISCOVER, PRIVATE_SYNTH and ANONYMIZE. Each binds its named arguments, reads from its
+input what its algorithm needs, calls the algorithm layer, logs its privacy report in ``crowddb_releases`` and returns
+its rows: a DataFrame, or (ANONYMIZE) a query DuckDB runs over the input and the small tables the algorithm made."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+from sqlglot import exp
 
+from .. import _sql
 from .._duck import registered
-from ..catalog import TableRoles
 from ..errors import ArgumentError, EmptyInputError, UnknownColumnError
+from ..store import TableRoles
 from .context import OperatorContext
 
-#: (context, input rows, named arguments, the input's column roles) -> result rows
-TableFunction = Callable[[OperatorContext, pd.DataFrame, dict[str, Any], TableRoles], pd.DataFrame]
+
+@dataclasses.dataclass
+class TableInput:
+    """A table function's input: the rows of ``table`` (a temp table the planner materialized, in the input's
+    order), read column by column as far as the function needs them."""
+
+    con: duckdb.DuckDBPyConnection
+    table: str
+    columns: list[str]
+
+    def df(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The input's rows (only ``columns``, in the input's column order, if given) as pandas."""
+        wanted = self.columns if columns is None else [c for c in self.columns if c in set(columns)]
+        query = exp.select(*(_sql.column(c) for c in wanted)).from_(_sql.table(self.table))
+        return self.con.execute(query.sql(_sql.DIALECT)).df()
+
+
+@dataclasses.dataclass
+class Relation:
+    """A table function's rows as a query DuckDB runs, over ``frames`` (Arrow tables registered under their names
+    while it runs): the input is never copied through Python."""
+
+    query: exp.Query
+    frames: dict[str, pa.Table]
+
+    def create(self, con: duckdb.DuckDBPyConnection, target: exp.Table) -> None:
+        with registered(con, **self.frames):
+            con.execute(exp.Create(this=target, kind="TABLE", expression=self.query,
+                                   properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+                        .sql(_sql.DIALECT))
+
+
+#: (context, input, named arguments, the input's column roles) -> result rows
+TableFunction = Callable[[OperatorContext, TableInput, dict[str, Any], TableRoles], "pd.DataFrame | Relation"]
 
 
 def _bind(name: str, named: dict[str, Any], spec: dict[str, tuple[type | tuple[type, ...], Any]]) -> dict[str, Any]:
@@ -87,19 +124,13 @@ def _require_columns(name: str, frame: pd.DataFrame, columns: dict[str, str]) ->
 
 
 def _log_release(ctx: OperatorContext, kind: str, method: str, k: int | None, epsilon: float | None,
-                 delta: float | None, params: dict[str, Any], metrics: dict[str, Any]) -> int | None:
-    """Append one row to crowddb_releases (not in a dry run); returns its id."""
+                 delta: float | None, params: dict[str, Any], metrics: dict[str, Any],
+                 objects: pd.DataFrame | None = None) -> int | None:
+    """The release on record in crowddb_releases (not in a dry run); returns its id."""
     if ctx.dry_run:
         return None
-    def insert() -> int:  # the id is taken in the inserting transaction (another connection may race for it)
-        release_id = ctx.next_id("crowddb_releases", "release_id")
-        ctx.con.execute("INSERT INTO crowddb_releases (release_id, kind, method, k, epsilon, delta, params, metrics) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        [release_id, kind, method, k, epsilon, delta, json.dumps(params, default=str),
-                         json.dumps(metrics, default=str)])
-        return release_id
-
-    return ctx.in_own_transaction(insert)
+    return ctx.store.log_release(kind=kind, method=method, k=k, epsilon=epsilon, delta=delta, params=params,
+                                 metrics=metrics, objects=objects)
 
 
 def _seed(ctx: OperatorContext, seed: int | None) -> int | None:
@@ -112,7 +143,7 @@ def _seed(ctx: OperatorContext, seed: int | None) -> int | None:
 
 
 # ------------------------------------------------------------------------------------------ TRUTH_DISCOVER
-def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], roles: TableRoles
+def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
                    ) -> pd.DataFrame:
     """TRUTH_DISCOVER(input, object :=, source :=, value :=, method := 'auto', output := 'objects'|'sources',
     perturb :=, epsilon :=, delta :=, seed :=, tol :=, max_iter :=, <option> := ...): any other named argument is
@@ -128,6 +159,7 @@ def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, A
     args = _bind("TRUTH_DISCOVER", {k: v for k, v in named.items() if k in spec}, spec)
     if args["output"] not in ("objects", "sources"):
         raise ArgumentError(f"TRUTH_DISCOVER: output must be 'objects' or 'sources', got {args['output']!r}")
+    frame = rows.df()
     _require_columns("TRUTH_DISCOVER", frame, {r: args[r] for r in ("object", "source", "value")})
     result = discover(frame, object=args["object"], source=args["source"], value=args["value"],
                       method=args["method"], perturb=args["perturb"], epsilon=args["epsilon"], delta=args["delta"],
@@ -147,7 +179,7 @@ def truth_discover(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, A
 
 
 # ------------------------------------------------------------------------------------------- PRIVATE_SYNTH
-def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], roles: TableRoles
+def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
                   ) -> pd.DataFrame:
     """PRIVATE_SYNTH(input, object :=, source :=, value :=, m := 30, k := 5, gamma := 4.0, epsilon0 := 1.0, ...)."""
     from ..synth import synthesize
@@ -163,6 +195,7 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
         "sensitivity": (NUMBER, None), "privacy_test": (bool, True),
         "hampel_quantiles": (list, list(HAMPEL_QUANTILES)), "hampel_center": (str, "median"),
         "global_loss": (str, "sum"), "composition_delta": (NUMBER, COMPOSITION_DELTA)})
+    frame = rows.df()
     _require_columns("PRIVATE_SYNTH", frame, {r: args[r] for r in ("object", "source", "value")})
     values = frame[args["value"]]
     if not pd.api.types.is_numeric_dtype(values):
@@ -175,27 +208,28 @@ def private_synth(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, An
               "guarantee": summary.get("guarantee", summary.get("scope")),
               "table": result.report.drop(columns=["bandwidth"], errors="ignore")}
     # the log's epsilon/delta are the release's guarantee (composed); the per-value figures are in the metrics
+    log = result.report[["object", "n_claims", "released", "rows", "reached_m", "tried", "rejected", "epsilon",
+                         "delta", "guarantee_holds", "reason"]].assign(object=lambda d: d["object"].astype(str))
     release_id = _log_release(ctx, "synthesis", str(summary.get("method")), args["k"],
                               summary.get("epsilon_release"), summary.get("delta_release"), options,
-                              {k: v for k, v in summary.items() if k != "parameters"})
+                              {k: v for k, v in summary.items() if k != "parameters"}, objects=log)
     if release_id is not None:
-        log = result.report[["object", "n_claims", "released", "rows", "reached_m", "tried", "rejected", "epsilon",
-                             "delta", "guarantee_holds", "reason"]].assign(object=lambda d: d["object"].astype(str))
-        with registered(ctx.con, __crowd_synth_log=log):
-            ctx.con.execute("INSERT INTO crowddb_synth_objects SELECT ?, * FROM __crowd_synth_log", [release_id])
         report["release_id"] = release_id
     ctx.reports.append(report)
     return result.rows[["object", "value"]].reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------------------------- ANONYMIZE
-def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, Any], roles: TableRoles
-                    ) -> pd.DataFrame:
+def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
+                    ) -> Relation:
     """ANONYMIZE(input, k := 10, method := 'mondrian', quasi_identifiers := [...], strict, sensitive, l, seed,
     hierarchies := {'column': 'path/to/arx.csv', ...}, keep_key := false): the k-anonymous release itself, rows
     shuffled (order reveals nothing). The input's key (its declared key, else a column named ``id``) identifies rows,
     so it is dropped from the release unless ``keep_key := true`` (for the caller's own joins); the report says
-    which column it was and whether it was dropped."""
+    which column it was and whether it was dropped.
+
+    Only the columns the algorithm reads (quasi-identifiers, the l-diversity column, hierarchy columns) leave
+    DuckDB; the release is DuckDB's join of the input with each row's class and each class's labels."""
     from ..anonymize import anonymize
 
     args = _bind("ANONYMIZE", named, {
@@ -214,14 +248,16 @@ def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, 
     if args["method"] == "fka":
         raise ArgumentError("ANONYMIZE: method 'fka' needs the crowd; use it through a human operator "
                             "(anonymizer := 'fka')")
-    key = _key_column(frame, roles)
+    missing = [q for q in qi if q not in rows.columns]
+    if missing:  # named against all the input's columns, before only the read ones are fetched
+        raise UnknownColumnError(f"unknown quasi-identifier(s) {missing}; columns are {list(rows.columns)}")
+    key = _key_column(rows.columns, roles)
     # a key the caller generalizes (a quasi-identifier) or measures diversity on is not a raw identifier here
     used = {str(c).lower() for c in qi if isinstance(c, str)} | {str(args["sensitive"] or "").lower()}
     key_dropped = key is not None and not args["keep_key"] and key.lower() not in used
-    if key_dropped:
-        frame = frame.drop(columns=[key])
     seed = _seed(ctx, args["seed"])
-    release = anonymize(frame, qi, args["k"], method=args["method"], strict=args["strict"],
+    read = [*qi, *([args["sensitive"]] if args["sensitive"] else []), *(hierarchies or {})]
+    release = anonymize(rows.df(read), qi, args["k"], method=args["method"], strict=args["strict"],
                         sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
                         hierarchies=hierarchies)
     metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
@@ -232,14 +268,43 @@ def anonymize_table(ctx: OperatorContext, frame: pd.DataFrame, named: dict[str, 
                   "key": key, "key_dropped": key_dropped},
                  metrics)
     order = np.random.default_rng(seed).permutation(len(release.table))
-    return release.table.iloc[order].reset_index(drop=True)
+    kept = [c for c in rows.columns if not (key_dropped and c == key)]
+    return _release_relation(rows.table, kept, qi, release.table, release.groups, order)
 
 
-def _key_column(frame: pd.DataFrame, roles: TableRoles) -> str | None:
-    """The input's key column as the frame spells it: the declared key, else a column named ``id``; None if the
+_CLASS, _POSITION = "__crowd_class", "__crowd_position"
+
+
+def _release_relation(table: str, columns: list[str], qi: list[str], generalized: pd.DataFrame,
+                      groups: np.ndarray, order: np.ndarray) -> Relation:
+    """The release as DuckDB's join: the input's rows (positionally) with their class and output position, each
+    class with its generalized quasi-identifiers, rows in ``order`` (output row j is input row order[j])."""
+    n = len(groups)
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n, dtype=np.int64)
+    first = np.unique(groups, return_index=True)[1]  # every row of a class carries the class's labels
+    per_row = pa.table({_CLASS: pa.array(groups.astype(np.int64)), _POSITION: pa.array(position)})
+    labels = pa.table({_CLASS: pa.array(groups[first].astype(np.int64)),
+                       **{f"q{j}": pa.array(generalized[q].iloc[first].astype(object).tolist(), pa.string())
+                          for j, q in enumerate(qi)}})
+    names = {"rows": "__crowd_rows_" + table, "labels": "__crowd_labels_" + table}
+    positional = exp.Join(this=_sql.table(names["rows"]), method="POSITIONAL")
+    source = exp.Subquery(this=exp.select("*").from_(_sql.table(table)).join(positional),
+                          alias=exp.TableAlias(this=exp.to_identifier("r")))
+    select = [exp.alias_(exp.column(f"q{qi.index(c)}", table="l"), c, quoted=True) if c in qi
+              else exp.column(_sql.identifier(c), table="r") for c in columns]
+    query = (exp.select(*select).from_(source)
+             .join(exp.alias_(_sql.table(names["labels"]), "l", table=True),
+                   on=exp.column(_CLASS, table="r").eq(exp.column(_CLASS, table="l")))
+             .order_by(exp.column(_POSITION, table="r")))
+    return Relation(query, {names["rows"]: per_row, names["labels"]: labels})
+
+
+def _key_column(columns: list[str], roles: TableRoles) -> str | None:
+    """The input's key column as the input spells it: the declared key, else a column named ``id``; None if the
     input has neither."""
     wanted = (roles.key or "id").lower()
-    return next((c for c in frame.columns if isinstance(c, str) and c.lower() == wanted), None)
+    return next((c for c in columns if isinstance(c, str) and c.lower() == wanted), None)
 
 
 TABLE_FUNCTIONS: dict[str, TableFunction] = {

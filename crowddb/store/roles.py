@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping
 import duckdb
 from sqlglot import exp
 
-from . import _duck, _sql
-from ._resources import catalog_ddl
-from .errors import ArgumentError, PrivacyError, UnknownColumnError
+from .. import _duck, _sql
+from .._resources import catalog_ddl
+from ..errors import ArgumentError, PrivacyError, UnknownColumnError
 
 ROLES = ("quasi_identifier", "sensitive", "core", "ground_truth", "key")
 PROTECTED = ("sensitive", "ground_truth", "key")  # never published in a HIT (§2.2.1)
@@ -40,6 +40,14 @@ class TableRoles:
 def ensure_catalog(con: duckdb.DuckDBPyConnection) -> None:
     """Create the catalog tables if missing (idempotent)."""
     con.execute(catalog_ddl())
+
+
+def relation_kind(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
+    """'table', 'view' or None for a name in the current schema."""
+    rows = con.execute("SELECT 'table' FROM duckdb_tables() WHERE lower(table_name) = lower(?) UNION ALL "
+                       "SELECT 'view' FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal",
+                       [name, name]).fetchall()
+    return rows[0][0] if rows else None
 
 
 def resolve_table(con: duckdb.DuckDBPyConnection, table: str) -> str:
@@ -159,3 +167,23 @@ def roles_of(con: duckdb.DuckDBPyConnection, table: str) -> TableRoles:
             raise ArgumentError(f"table {table!r} declares more than one {single} column: {by_role[single]}")
     return TableRoles(table, tuple(by_role["quasi_identifier"]), kinds, tuple(by_role["sensitive"]),
                       tuple(by_role["core"]), (by_role["ground_truth"] or [None])[0], (by_role["key"] or [None])[0])
+
+
+def declared_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The tables (lower-cased) with any role declared; empty when the catalog is missing (a file plain DuckDB made,
+    opened read-only): nothing is declared there."""
+    try:
+        return {r[0] for r in con.execute("SELECT DISTINCT lower(table_name) FROM crowddb_columns").fetchall()}
+    except duckdb.CatalogException:
+        return set()
+
+
+def rename_table(con: duckdb.DuckDBPyConnection, old: str, new: str) -> None:
+    """Roles follow ALTER TABLE old RENAME TO new."""
+    con.execute("UPDATE crowddb_columns SET table_name = ? WHERE lower(table_name) = lower(?)", [new, old])
+
+
+def rename_column(con: duckdb.DuckDBPyConnection, table: str, old: str, new: str) -> None:
+    """Roles follow ALTER TABLE table RENAME COLUMN old TO new."""
+    con.execute("UPDATE crowddb_columns SET column_name = ? WHERE lower(table_name) = lower(?) AND "
+                "lower(column_name) = lower(?)", [new, table, old])
