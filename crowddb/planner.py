@@ -347,7 +347,7 @@ class Planner:
                 raise ArgumentError(f"{what}: argument {arg_name!r} must be a string, got {value!r}")
             args[arg_name] = value
         method = named.pop("method", None)  # every override is checked (udf.check_override) as it is applied
-        definition = op.with_overrides({**named, **({"aggregation": method} if method else {})})
+        definition = op.with_overrides({**named, **({"method": method} if method else {})})
         try:
             definition.question.format(**args)
         except (KeyError, IndexError, ValueError) as err:

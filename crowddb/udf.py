@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ._resources import shipped_dir
+from .arguments import NUMBER, Param, bind
 from .errors import ArgumentError, UnknownOperatorError
 
 if sys.version_info >= (3, 11):
@@ -22,11 +23,27 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 KINDS = ("tuple", "group")
 ANONYMIZERS = ("mondrian", "fka", "datafly", "incognito", "none")
 
-# Query-level overrides a call may pass as named arguments, with their types (name := value).
-OVERRIDES: dict[str, type | tuple[type, ...]] = {
-    "k": int, "assignments": int, "tuples_per_hit": int, "budget": (int, float), "reward": (int, float),
-    "fee": (int, float), "method": str, "anonymizer": str, "domain": list, "seed": int,
-    "sample_ratio": (int, float), "cell_limit": int,
+def _domain_problem(value: list) -> str | None:
+    if len({str(v) for v in value}) < 2 or any(v is None for v in value):
+        return "domain must list at least two distinct answers, e.g. ['yes', 'no']"
+    return None
+
+
+# Query-level overrides a call may pass as named arguments (name := value), declared as data; ``method`` is the
+# definition's ``aggregation``. None is no value here: an override is given to be used.
+OVERRIDES: dict[str, Param] = {
+    "k": Param(int, minimum=2, nullable=False), "assignments": Param(int, minimum=1, nullable=False),
+    "tuples_per_hit": Param(int, minimum=1, nullable=False), "budget": Param(NUMBER, minimum=0, nullable=False),
+    "reward": Param(NUMBER, minimum=0, nullable=False),
+    "fee": Param(NUMBER, minimum=0, nullable=False,
+                 check=lambda v: "fee is a share of the reward (e.g. 0.3)" if v >= 10 else None),
+    "method": Param(str, nullable=False, check=lambda v: aggregation_problem(v)),
+    "anonymizer": Param(str, choices=ANONYMIZERS, nullable=False),
+    "domain": Param(list, nullable=False, check=_domain_problem),
+    "seed": Param(int, minimum=0, hint=" (seeds are non-negative integers)", nullable=False),
+    "sample_ratio": Param(NUMBER, nullable=False,
+                          check=lambda v: None if 0 < v <= 1 else "sample_ratio must be in (0, 1]"),
+    "cell_limit": Param(int, minimum=1, nullable=False),
 }
 #: names a human operator may not take: the table functions' (a definition named so would shadow them)
 RESERVED_NAMES = ("truth_discover", "private_synth", "anonymize")
@@ -43,8 +60,8 @@ def aggregation_methods() -> list[str]:
     return sorted({n for n, cls in METHODS.items() if issubclass(cls, CategoricalMethod)} | {"crh", "auto"})
 
 
-def check_aggregation(name: object, where: str) -> None:
-    """ArgumentError unless ``name`` is a method that aggregates a human operator's (label) answers."""
+def aggregation_problem(name: object) -> str | None:
+    """What is wrong with ``name`` as the method that aggregates a human operator's (label) answers, or None."""
     from .truth import ALIASES
 
     allowed = aggregation_methods()
@@ -52,8 +69,16 @@ def check_aggregation(name: object, where: str) -> None:
     if key is not None:
         key = ALIASES.get(key, key)
     if key not in allowed:
-        raise ArgumentError(f"{where}: aggregation method {name!r} is not one that aggregates crowd answers (labels); "
-                            f"use one of {allowed} (aggregation = ... in the definition, method := ... in a call)")
+        return (f"aggregation method {name!r} is not one that aggregates crowd answers (labels); use one of "
+                f"{allowed} (aggregation = ... in the definition, method := ... in a call)")
+    return None
+
+
+def check_aggregation(name: object, where: str) -> None:
+    """ArgumentError unless ``name`` is a method that aggregates a human operator's (label) answers."""
+    problem = aggregation_problem(name)
+    if problem:
+        raise ArgumentError(f"{where}: {problem}")
 
 
 def _is_int(value: object) -> bool:
@@ -64,36 +89,10 @@ def _is_number(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def check_override(name: str, value: Any) -> None:
+def check_override(name: str, value: Any, where: str = "override") -> None:
     """Refuse an out-of-range or mistyped query-level override (``getposition(*, name := value)``) with an
-    ArgumentError naming it, before anything is published or paid."""
-    if name == "method" or name == "aggregation":  # (the planner hands method := on as the definition's aggregation)
-        check_aggregation(value, f"argument method := {value!r}")
-        return
-    what = f"argument {name} := {value!r}"
-    if name not in OVERRIDES:
-        raise ArgumentError(f"unknown argument {name!r}; allowed: {sorted(OVERRIDES)}")
-    expected = OVERRIDES[name]
-    integer = expected is int
-    if integer and not _is_int(value) or not integer and expected == (int, float) and not _is_number(value):
-        kind = "an integer" if integer else "a number"
-        raise ArgumentError(f"{what}: {name} must be {kind}")
-    if _is_number(value) and not math.isfinite(value):
-        raise ArgumentError(f"{what}: {name} must be a finite number")
-    minimum = {"seed": 0, "k": 2, "assignments": 1, "tuples_per_hit": 1, "cell_limit": 1, "budget": 0, "reward": 0,
-               "fee": 0}
-    if name in minimum and value < minimum[name]:
-        hint = " (seeds are non-negative integers)" if name == "seed" else ""
-        raise ArgumentError(f"{what}: {name} must be at least {minimum[name]}{hint}")
-    if name == "fee" and value >= 10:
-        raise ArgumentError(f"{what}: fee is a share of the reward (e.g. 0.3)")
-    if name == "sample_ratio" and not 0 < value <= 1:
-        raise ArgumentError(f"{what}: sample_ratio must be in (0, 1]")
-    if name == "anonymizer" and value not in ANONYMIZERS:
-        raise ArgumentError(f"{what}: anonymizer must be one of {ANONYMIZERS}")
-    if name == "domain" and (not isinstance(value, (list, tuple)) or len({str(v) for v in value}) < 2
-                             or any(v is None for v in value)):
-        raise ArgumentError(f"{what}: domain must list at least two distinct answers, e.g. ['yes', 'no']")
+    ArgumentError naming it, before anything is published or paid (``OVERRIDES`` declares them)."""
+    bind(where, {name: value}, {name: OVERRIDES[name]} if name in OVERRIDES else OVERRIDES)
 
 
 def _question_fields(question: str, where: str) -> list[str]:
@@ -224,12 +223,10 @@ class HumanOperator:
     def with_overrides(self, overrides: Mapping[str, Any]) -> HumanOperator:
         """A copy with query-level overrides applied (only fields of the definition; others stay with the caller)."""
         for key, value in overrides.items():
-            try:
-                check_override(key, value)
-            except ArgumentError as err:
-                raise ArgumentError(f"{self.name}(...): {err}") from None
+            check_override(key, value, f"{self.name}(...)")
         fields = {f.name for f in dataclasses.fields(self)}
-        changes = {key: value for key, value in overrides.items() if key in fields}
+        changes = {("aggregation" if key == "method" else key): value for key, value in overrides.items()}
+        changes = {key: value for key, value in changes.items() if key in fields}
         if "domain" in changes:
             changes["domain"] = tuple(str(v) for v in changes["domain"])
         return dataclasses.replace(self, **changes)

@@ -28,7 +28,7 @@ from crowddb.errors import (
     ("SELECT id, getposition(*) FROM people LIMIT 3", ArgumentError, "3 rows, fewer than k=10.*LIMIT"),
     ("SELECT getposition(*, assignments := 0) FROM people", ArgumentError, "assignments"),
     ("SELECT getposition(*, anonymizer := 'none') FROM people", PrivacyError, "quasi-identifier"),
-    ("SELECT getposition(age, edu, anonymizer := 'magic') FROM people", ArgumentError, "anonymizer must be one of"),
+    ("SELECT getposition(age, edu, anonymizer := 'magic') FROM people", ArgumentError, "anonymizer := 'magic' must be one of"),
     ("SELECT getposition() FROM people", ArgumentError, "name the columns"),
     ("SELECT getposition(*) FROM people WHERE age > 1000", EmptyInputError, "no rows"),
     ("SELECT getcandidate(*) FROM people", ArgumentError, "job"),

@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from .. import _sql
 from .._duck import registered
+from ..arguments import NUMBER, REQUIRED, Param, bind, check_finite
 from ..errors import ArgumentError, EmptyInputError, UnknownColumnError
 from ..store import TableRoles
 from .context import OperatorContext
@@ -57,70 +58,30 @@ TableFunction = Callable[[OperatorContext, TableInput, dict[str, Any], TableRole
 
 
 def _bind(name: str, named: dict[str, Any], spec: dict[str, tuple[type | tuple[type, ...], Any]]) -> dict[str, Any]:
-    """Named arguments checked against ``spec`` (name -> (types, default)); REQUIRED defaults must be given."""
-    unknown = set(named) - set(spec)
-    if unknown:
-        raise ArgumentError(f"{name}: unknown argument(s) {sorted(unknown)}; allowed: {sorted(spec)}")
-    _check_values(name, named)
-    out = {}
-    for arg, (types, default) in spec.items():
-        if arg not in named:
-            if default is REQUIRED:
-                raise ArgumentError(f"{name}: missing argument {arg} := ...")
-            out[arg] = default
-            continue
-        value = named[arg]
-        if value is not None and (isinstance(value, bool) and bool not in _tuple(types)
-                                  or not isinstance(value, types)):
-            raise ArgumentError(f"{name}: argument {arg!r} must be {_describe(types)}, got {value!r}")
-        out[arg] = value
-    return out
+    """Named arguments checked against ``spec`` (name -> (types, default)); a seed is a non-negative integer."""
+    params = {arg: Param(types, default, **(_SEED if arg == "seed" else {})) for arg, (types, default) in spec.items()}
+    return bind(name, named, params)
 
 
-REQUIRED = object()
-NUMBER = (int, float)
-
-
-def _finite(value: Any) -> bool:
-    """No NaN or infinity anywhere in a (possibly nested list / struct) argument value."""
-    if isinstance(value, float):
-        return bool(np.isfinite(value))
-    if isinstance(value, (list, tuple)):
-        return all(_finite(v) for v in value)
-    if isinstance(value, dict):
-        return all(_finite(v) for v in value.values())
-    return True
+_SEED = {"minimum": 0, "hint": " (seeds are non-negative integers)"}
 
 
 def _check_values(name: str, named: dict[str, Any]) -> None:
-    """Values no table function takes: NaN or infinite numbers, negative seeds."""
+    """No NaN or infinity in any argument, the method's options (passed on unchecked by type) included."""
     for arg, value in named.items():
-        if not _finite(value):
-            what = "a finite number" if isinstance(value, float) else "made of finite numbers"
-            raise ArgumentError(f"{name}: argument {arg} := {value!r} must be {what} (NaN and infinity are not "
-                                "values of any argument); leave the argument out for its default")
-    seed = named.get("seed")
-    if isinstance(seed, int) and not isinstance(seed, bool) and seed < 0:
-        raise ArgumentError(f"{name}: seed := {seed} must be a non-negative integer")
+        check_finite(name, arg, value)
 
 
-def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
-    return types if isinstance(types, tuple) else (types,)
-
-
-def _describe(types: type | tuple[type, ...]) -> str:
-    names = {int: "an integer", float: "a number", str: "a string", bool: "true/false", list: "a list",
-             dict: "a struct {'key': value, ...}"}
-    return " or ".join(dict.fromkeys(names[t] for t in _tuple(types)))
-
-
-def _require_columns(name: str, frame: pd.DataFrame, columns: dict[str, str]) -> None:
+def _read_columns(name: str, rows: TableInput, columns: dict[str, str]) -> pd.DataFrame:
+    """The input's ``columns`` (role -> column), each checked to exist, as pandas; an empty input is an error."""
     for role, column in columns.items():
-        if column not in frame.columns:
+        if column not in rows.columns:
             raise UnknownColumnError(f"{name}: {role} column {column!r} is not in the input (columns: "
-                                     f"{list(frame.columns)})")
+                                     f"{list(rows.columns)})")
+    frame = rows.df(list(columns.values()))  # only these columns leave DuckDB
     if len(frame) == 0:
         raise EmptyInputError(f"{name}: the input has no rows")
+    return frame
 
 
 def _log_release(ctx: OperatorContext, kind: str, method: str, k: int | None, epsilon: float | None,
@@ -159,8 +120,7 @@ def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any]
     args = _bind("TRUTH_DISCOVER", {k: v for k, v in named.items() if k in spec}, spec)
     if args["output"] not in ("objects", "sources"):
         raise ArgumentError(f"TRUTH_DISCOVER: output must be 'objects' or 'sources', got {args['output']!r}")
-    frame = rows.df()
-    _require_columns("TRUTH_DISCOVER", frame, {r: args[r] for r in ("object", "source", "value")})
+    frame = _read_columns("TRUTH_DISCOVER", rows, {r: args[r] for r in ("object", "source", "value")})
     result = discover(frame, object=args["object"], source=args["source"], value=args["value"],
                       method=args["method"], perturb=args["perturb"], epsilon=args["epsilon"], delta=args["delta"],
                       seed=_seed(ctx, args["seed"]), tol=args["tol"], max_iter=args["max_iter"], options=options)
@@ -195,8 +155,7 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
         "sensitivity": (NUMBER, None), "privacy_test": (bool, True),
         "hampel_quantiles": (list, list(HAMPEL_QUANTILES)), "hampel_center": (str, "median"),
         "global_loss": (str, "sum"), "composition_delta": (NUMBER, COMPOSITION_DELTA)})
-    frame = rows.df()
-    _require_columns("PRIVATE_SYNTH", frame, {r: args[r] for r in ("object", "source", "value")})
+    frame = _read_columns("PRIVATE_SYNTH", rows, {r: args[r] for r in ("object", "source", "value")})
     values = frame[args["value"]]
     if not pd.api.types.is_numeric_dtype(values):
         raise ArgumentError(f"PRIVATE_SYNTH: value column {args['value']!r} must be numeric, got {values.dtype}")
