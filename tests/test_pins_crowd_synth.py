@@ -1324,3 +1324,13 @@ def test_standardized_is_quiet_on_overflow():
         warnings.simplefilter("error")
         out = kb._standardized("v", np.array([1.7e308, -1.7e308, np.nan]))
     assert out.tolist() == [1000.0, 1000.0, 1000.0]
+
+
+def test_knowledge_sample_of_no_rows_is_empty():
+    """A published frame with no rows (and a categorical column) draws nothing (it was an IndexError: float offsets)."""
+    from crowddb.crowd.knowledge import KnowledgeBase
+
+    kb = KnowledgeBase(pd.DataFrame({"x": [1.0, 2.0], "c": ["a", "b"]}), ["p", "q"])
+    empty = pd.DataFrame({"x": pd.Series([], dtype=float), "c": pd.Series([], dtype=object)})
+    got = kb.sample(empty, 3, np.random.default_rng(0))
+    assert got.shape == (0, 3)

@@ -326,11 +326,13 @@ def test_value_kind_list_vs_array_inputs():
     assert base.value_kind((1, 2, None)) == "categorical"
 
 
-def test_value_kind_inspects_first_1000_only():
-    vals = list(range(1000)) + ["5"]  # element 1000 is a numeric string: not inspected, to_numeric accepts it
-    assert base.value_kind(pd.Series(vals, dtype=object)) == "numeric"
-    vals2 = ["5"] + list(range(1000))
-    assert base.value_kind(pd.Series(vals2, dtype=object)) == "categorical"
+def test_value_kind_inspects_every_value():
+    # a label or a numeric string after 1000 numbers makes the column categorical (it was a bare ValueError)
+    assert base.value_kind(pd.Series(list(range(1000)) + ["x"], dtype=object)) == "categorical"
+    assert base.value_kind(pd.Series(list(range(1000)) + ["5"], dtype=object)) == "categorical"
+    assert base.value_kind(pd.Series(["5"] + list(range(1000)), dtype=object)) == "categorical"
+    assert base.value_kind(pd.Series([True] + list(range(1000)), dtype=object)) == "categorical"
+    assert base.value_kind(pd.Series([0.5] + list(range(1000)), dtype=object)) == "numeric"
 
 
 def test_encode_numeric_exact():
@@ -1254,9 +1256,12 @@ def test_encode_single_answer_and_collision_free_keys():
     assert b.val.tolist() == [1.0, 2.0, 3.0, 4.0] and b.obj.tolist() == [0, 1, 2, 0]
 
 
-def test_encode_numeric_object_column_inspects_first_1000():
-    vals = pd.Series([float(i) for i in range(1000)] + ["5"], dtype=object)
-    a = encode_answers(list(range(1001)), [0] * 1001, vals, "numeric")
+def test_encode_numeric_object_column_inspects_every_value():
+    vals = pd.Series([float(i) for i in range(1000)] + ["5"], dtype=object)  # a string at 1000 is refused as at 0
+    with pytest.raises(ArgumentError, match=r"method '\?' is numeric but the value column holds object values"):
+        encode_answers(list(range(1001)), [0] * 1001, vals, "numeric")
+    mixed = pd.Series([float(i) for i in range(1000)] + [np.int64(5)], dtype=object)
+    a = encode_answers(list(range(1001)), [0] * 1001, mixed, "numeric")
     assert a.val[-1] == 5.0 and a.val.dtype == np.float64
 
 

@@ -1377,3 +1377,13 @@ def test_glad_default_m_step_iter_is_25():
     check_cat(m, t, c, w, it, post, rtol=1e-6)
     assert m.betas_.tolist() == pytest.approx([betas[o] for o in m.truths_.index], rel=1e-6)
 
+
+
+def test_crh_categorical_object_of_zero_weight_sources_takes_its_plain_vote():
+    """Source u carries all the 0-1 loss, so its CRH weight is log(1) = 0; object b, answered only by u, takes u's
+    answer (its plain vote), not class 0 ('x') from an all-zero weighted vote."""
+    from crowddb.truth.crh import CRHCategorical
+
+    m = CRHCategorical().fit(["a", "a", "a", "b"], ["s", "t", "u", "u"], ["x", "x", "y", "y"])
+    assert m.truths_.to_dict() == {"a": "x", "b": "y"}
+    assert m.confidences_.to_dict() == {"a": 1.0, "b": 1.0}

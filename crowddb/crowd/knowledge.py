@@ -120,7 +120,7 @@ class KnowledgeBase:
         index = {v: i for i, v in enumerate(categories)}
         uniques, inverse = np.unique(shown.astype(str).to_numpy(), return_inverse=True)
         members = [self._members(shown.name, text, categories, index) for text in uniques]
-        sizes = np.array([len(m) for m in members])
+        sizes = np.array([len(m) for m in members], dtype=np.int64)  # int offsets even with no rows
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         flat = np.concatenate(members) if members else np.zeros(0, dtype=np.int64)
         pick = np.floor(rng.random((n, draws)) * sizes[inverse][:, None]).astype(np.int64)

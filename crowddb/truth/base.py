@@ -77,10 +77,20 @@ def value_kind(values: Any) -> str:
         return "categorical" if s.nunique() <= MAX_AUTO_CATEGORIES else "numeric"
     if pd.api.types.is_float_dtype(s.dtype):
         return "numeric"
-    # object dtype: numbers stored as Python objects count as numbers, anything else is a label
-    if len(s) and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in s.iloc[:1000]):
+    # object dtype: numbers stored as Python objects count as numbers, anything else is a label (every value is
+    # looked at: a label after many numbers makes the column categorical, not a parse error)
+    if len(s) and _all_numbers(s):
         return value_kind(pd.to_numeric(s))
     return "categorical"
+
+
+#: what pandas infers for an object column holding only (non-boolean) numbers
+_NUMBER_KINDS = frozenset({"integer", "floating", "mixed-integer-float", "decimal"})
+
+
+def _all_numbers(s: pd.Series) -> bool:
+    """Every value of the object column ``s`` is a number (not a bool, not a numeric string), read in C."""
+    return pd.api.types.infer_dtype(s, skipna=True) in _NUMBER_KINDS
 
 
 def encode_answers(
@@ -120,7 +130,7 @@ def encode_answers(
     if kind == "numeric":
         if not (pd.api.types.is_numeric_dtype(v.dtype) and not pd.api.types.is_bool_dtype(v.dtype)):
             try:
-                if v.dtype == object and all(isinstance(x, (int, float, np.number)) for x in v.iloc[:1000]):
+                if v.dtype == object and _all_numbers(v):
                     v = pd.to_numeric(v)
                 else:
                     raise TypeError

@@ -93,13 +93,18 @@ class CRHCategorical(CategoricalMethod):
     aliases = ("crh01", "crh_01", "crh_0_1")
 
     def _fit(self, ans: Answers) -> FitResult:
-        truth = class_votes(ans).argmax(axis=1)
+        plain = class_votes(ans)
+        truth = plain.argmax(axis=1)
         w = np.ones(ans.n_sources)
         n_iter = 0
         for n_iter in range(1, self.max_iter + 1):
             wrong = (ans.val != truth[ans.obj]).astype(np.float64)  # CRH Eq. (12): 0-1 loss
             w = crh_weights(segment_sum(ans.src, wrong, ans.n_sources))
             votes = class_votes(ans, w[ans.src])
+            # ours: an object answered only by sources of weight 0 (log(total / loss) = 0 for the source with all the
+            # loss) has no weighted vote; it takes its plain vote, as numeric CRH takes the plain mean
+            unweighted = votes.sum(axis=1) <= 0
+            votes[unweighted] = plain[unweighted]
             new = votes.argmax(axis=1)
             changed = int((new != truth).sum())
             truth = new
