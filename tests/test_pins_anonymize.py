@@ -1406,3 +1406,28 @@ def test_api_shared_incognito_passes_options() -> None:
         anonymize(NS, ["n", "c"], 2, method="incognito", shared=["n"], max_lattice=1)
     rel = anonymize(NS, ["n", "c"], 2, method="incognito", shared=["n"], max_suppressed=4)
     assert rel.metrics["max_suppressed"] == 4
+
+
+def test_copula_corr_of_a_constant_column_is_zero_and_quiet():
+    """A constant QI column has correlation 0 with the others, and the 0/0 numpy meets inside corrcoef is not a
+    RuntimeWarning the user sees."""
+    import warnings
+
+    from crowddb.anonymize import synth as copula
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = copula._corr(np.array([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]]))
+    assert got.tolist() == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_copula_draw_at_the_top_of_the_normal_takes_the_largest_code():
+    """ndtr of a 10-sigma normal is exactly 1.0, so u * n == n: the index is clipped to the last sorted code."""
+    from crowddb.anonymize import synth as copula
+
+    class TenSigma:
+        def standard_normal(self, shape):
+            return np.full(shape, 10.0)
+
+    out = copula._draw(np.array([[1], [2], [3]]), np.eye(1), 4, TenSigma())
+    assert out.tolist() == [[3], [3], [3], [3]]
