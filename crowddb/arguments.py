@@ -42,6 +42,10 @@ class Param:
         return " or ".join(dict.fromkeys(_NAMES[t] for t in types))
 
 
+#: a seed: a non-negative integer (NULL leaves it unset)
+SEED = Param(int, None, minimum=0, hint=" (seeds are non-negative integers)")
+
+
 def _finite(value: Any) -> bool:
     """No NaN or infinity anywhere in a (possibly nested list / struct) value."""
     if isinstance(value, float):

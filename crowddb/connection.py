@@ -295,9 +295,8 @@ class CrowdDB:
             con.close()
         else:
             with contextlib.suppress(duckdb.Error):  # the owner may have closed it already
-                for planner, scans in self.__dict__.get("_kept_temps", []):
-                    planner.drop_temps()
-                    scans.drop()
+                for kept in self.__dict__.get("_kept_temps", []):
+                    _drop_answers(*kept)
         self.__dict__["_kept_temps"] = []
         self.__dict__["con"] = None
 
@@ -548,9 +547,7 @@ class CrowdDB:
                 raise BudgetExceededError(f"the query's estimated cost ${plan.estimated_cost:,.2f} exceeds the "
                                           f"budget ${self.budget:,.2f}; nothing was published")
         while len(self._kept_temps) >= _KEPT_RELATIONS:  # before the query: dropping after would replace its result
-            kept, kept_scans = self._kept_temps.pop(0)
-            kept.drop_temps()
-            kept_scans.drop()
+            _drop_answers(*self._kept_temps.pop(0))
         ctx = self._context(query)
         planner = Planner(ctx, TABLE_FUNCTIONS)
         try:
@@ -784,6 +781,12 @@ def _rehearsable(statement: exp.Expression) -> bool:
     if isinstance(statement, (exp.Create, exp.Drop)):
         return str(statement.args.get("kind") or "").upper() in _REHEARSED_KINDS
     return isinstance(statement, (exp.Insert, exp.Update, exp.Delete, exp.Alter))
+
+
+def _drop_answers(planner: Planner, scans: Scans) -> None:
+    """What a crowd query's result read: the temp tables of its planner and the Python objects it registered."""
+    planner.drop_temps()
+    scans.drop()
 
 
 def _param(value: Any) -> exp.Expression:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ._resources import shipped_dir
-from .arguments import NUMBER, Param, bind
+from .arguments import NUMBER, SEED, Param, bind
 from .errors import ArgumentError, UnknownOperatorError
 
 if sys.version_info >= (3, 11):
@@ -40,7 +40,7 @@ OVERRIDES: dict[str, Param] = {
     "method": Param(str, nullable=False, check=lambda v: aggregation_problem(v)),
     "anonymizer": Param(str, choices=ANONYMIZERS, nullable=False),
     "domain": Param(list, nullable=False, check=_domain_problem),
-    "seed": Param(int, minimum=0, hint=" (seeds are non-negative integers)", nullable=False),
+    "seed": dataclasses.replace(SEED, nullable=False),
     "sample_ratio": Param(NUMBER, nullable=False,
                           check=lambda v: None if 0 < v <= 1 else "sample_ratio must be in (0, 1]"),
     "cell_limit": Param(int, minimum=1, nullable=False),

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from .. import _sql
 from .._duck import registered
-from ..arguments import NUMBER, REQUIRED, Param, bind, check_finite
+from ..arguments import NUMBER, REQUIRED, SEED, Param, bind, check_finite
 from ..errors import ArgumentError, EmptyInputError, UnknownColumnError
 from ..store import TableRoles
 from .context import OperatorContext
@@ -33,7 +33,8 @@ class TableInput:
 
     def df(self, columns: list[str] | None = None) -> pd.DataFrame:
         """The input's rows (only ``columns``, in the input's column order, if given) as pandas."""
-        wanted = self.columns if columns is None else [c for c in self.columns if c in set(columns)]
+        keep = set(self.columns if columns is None else columns)
+        wanted = [c for c in self.columns if c in keep]
         query = exp.select(*(_sql.column(c) for c in wanted)).from_(_sql.table(self.table))
         return self.con.execute(query.sql(_sql.DIALECT)).df()
 
@@ -55,15 +56,6 @@ class Relation:
 
 #: (context, input, named arguments, the input's column roles) -> result rows
 TableFunction = Callable[[OperatorContext, TableInput, dict[str, Any], TableRoles], "pd.DataFrame | Relation"]
-
-
-def _bind(name: str, named: dict[str, Any], spec: dict[str, tuple[type | tuple[type, ...], Any]]) -> dict[str, Any]:
-    """Named arguments checked against ``spec`` (name -> (types, default)); a seed is a non-negative integer."""
-    params = {arg: Param(types, default, **(_SEED if arg == "seed" else {})) for arg, (types, default) in spec.items()}
-    return bind(name, named, params)
-
-
-_SEED = {"minimum": 0, "hint": " (seeds are non-negative integers)"}
 
 
 def _check_values(name: str, named: dict[str, Any]) -> None:
@@ -112,12 +104,13 @@ def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any]
     from ..truth import discover
 
     spec = {
-        "object": (str, REQUIRED), "source": (str, REQUIRED), "value": (str, REQUIRED), "method": (str, "auto"),
-        "output": (str, "objects"), "perturb": (str, None), "epsilon": (NUMBER, None), "delta": (NUMBER, None),
-        "seed": (int, None), "tol": (NUMBER, 1e-6), "max_iter": (int, 100)}
-    _check_values("TRUTH_DISCOVER", named)  # the method's options too, not only the arguments _bind checks
+        "object": Param(str, REQUIRED), "source": Param(str, REQUIRED), "value": Param(str, REQUIRED),
+        "method": Param(str, "auto"), "output": Param(str, "objects"), "perturb": Param(str, None),
+        "epsilon": Param(NUMBER, None), "delta": Param(NUMBER, None), "seed": SEED, "tol": Param(NUMBER, 1e-6),
+        "max_iter": Param(int, 100)}
+    _check_values("TRUTH_DISCOVER", named)  # the method's options too, not only the arguments bind() checks
     options = {k: v for k, v in named.items() if k not in spec}  # checked by discover() against the method
-    args = _bind("TRUTH_DISCOVER", {k: v for k, v in named.items() if k in spec}, spec)
+    args = bind("TRUTH_DISCOVER", {k: v for k, v in named.items() if k in spec}, spec)
     if args["output"] not in ("objects", "sources"):
         raise ArgumentError(f"TRUTH_DISCOVER: output must be 'objects' or 'sources', got {args['output']!r}")
     frame = _read_columns("TRUTH_DISCOVER", rows, {r: args[r] for r in ("object", "source", "value")})
@@ -146,15 +139,15 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
     from ..synth.accounting import COMPOSITION_DELTA
     from ..synth.weights import HAMPEL_QUANTILES
 
-    args = _bind("PRIVATE_SYNTH", named, {
-        "object": (str, REQUIRED), "source": (str, REQUIRED), "value": (str, REQUIRED), "m": (int, 30),
-        "k": (int, 5), "gamma": (NUMBER, 4.0), "epsilon0": (NUMBER, 1.0), "method": (str, "priscrowd"),
-        "weights": (str, "combined"), "bandwidth": (NUMBER, None), "t": (int, None),
-        "small_objects": (str, "withhold"), "epsilon": (NUMBER, None), "max_attempts": (int, None),
-        "seed": (int, None), "resolution": (NUMBER, None), "weight_floor": (NUMBER, 0.1),
-        "sensitivity": (NUMBER, None), "privacy_test": (bool, True),
-        "hampel_quantiles": (list, list(HAMPEL_QUANTILES)), "hampel_center": (str, "median"),
-        "global_loss": (str, "sum"), "composition_delta": (NUMBER, COMPOSITION_DELTA)})
+    args = bind("PRIVATE_SYNTH", named, {
+        "object": Param(str, REQUIRED), "source": Param(str, REQUIRED), "value": Param(str, REQUIRED),
+        "m": Param(int, 30), "k": Param(int, 5), "gamma": Param(NUMBER, 4.0), "epsilon0": Param(NUMBER, 1.0),
+        "method": Param(str, "priscrowd"), "weights": Param(str, "combined"), "bandwidth": Param(NUMBER, None),
+        "t": Param(int, None), "small_objects": Param(str, "withhold"), "epsilon": Param(NUMBER, None),
+        "max_attempts": Param(int, None), "seed": SEED, "resolution": Param(NUMBER, None),
+        "weight_floor": Param(NUMBER, 0.1), "sensitivity": Param(NUMBER, None), "privacy_test": Param(bool, True),
+        "hampel_quantiles": Param(list, list(HAMPEL_QUANTILES)), "hampel_center": Param(str, "median"),
+        "global_loss": Param(str, "sum"), "composition_delta": Param(NUMBER, COMPOSITION_DELTA)})
     frame = _read_columns("PRIVATE_SYNTH", rows, {r: args[r] for r in ("object", "source", "value")})
     values = frame[args["value"]]
     if not pd.api.types.is_numeric_dtype(values):
@@ -191,10 +184,10 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     DuckDB; the release is DuckDB's join of the input with each row's class and each class's labels."""
     from ..anonymize import anonymize
 
-    args = _bind("ANONYMIZE", named, {
-        "k": (int, 10), "method": (str, "mondrian"), "quasi_identifiers": (list, None), "strict": (bool, True),
-        "sensitive": (str, None), "l": (int, None), "seed": (int, None), "hierarchies": (dict, None),
-        "keep_key": (bool, False)})
+    args = bind("ANONYMIZE", named, {
+        "k": Param(int, 10), "method": Param(str, "mondrian"), "quasi_identifiers": Param(list, None),
+        "strict": Param(bool, True), "sensitive": Param(str, None), "l": Param(int, None), "seed": SEED,
+        "hierarchies": Param(dict, None), "keep_key": Param(bool, False)})
     hierarchies = args["hierarchies"]
     if hierarchies is not None and not all(isinstance(v, str) for v in hierarchies.values()):
         raise ArgumentError("ANONYMIZE: hierarchies := {'column': 'path/to/hierarchy.csv', ...} takes ARX CSV paths")

@@ -156,13 +156,13 @@ class Store:
     def set_hit_status(self, hit_ids: Sequence[str], status: str, was: str | None = None) -> None:
         """HITs (of status ``was``, if given) become ``status`` (one statement)."""
         where = "hit_id IN (SELECT hit_id FROM __crowd_d)" + (" AND status = ?" if was is not None else "")
-        with registered(self.con, __crowd_d=pd.DataFrame({"hit_id": list(hit_ids)}, dtype=object)):
+        with registered(self.con, __crowd_d=_ids(hit_ids)):
             self.con.execute(f"UPDATE crowddb_hits SET status = ? WHERE {where}",
                              [status] + ([was] if was is not None else []))
 
     def drop_unposted(self, hit_ids: Sequence[str]) -> None:
         """Write-ahead records of HITs the platform never got (still 'publishing'): the crowd saw nothing of them."""
-        with registered(self.con, __crowd_u=pd.DataFrame({"hit_id": list(hit_ids)}, dtype=object)):
+        with registered(self.con, __crowd_u=_ids(hit_ids)):
             self.con.execute("DELETE FROM crowddb_hit_items WHERE hit_id IN (SELECT hit_id FROM __crowd_u) AND hit_id "
                              "IN (SELECT hit_id FROM crowddb_hits WHERE status = 'publishing')")
             self.con.execute("DELETE FROM crowddb_hits WHERE status = 'publishing' AND hit_id IN "
@@ -214,7 +214,7 @@ class Store:
     def hit_items(self, hit_ids: Sequence[str]) -> pd.DataFrame:
         """The items of these HITs with what one assignment of each paid: hit_id, item_no, item_key, occurrence,
         reward, fee."""
-        with registered(self.con, __crowd_d=pd.DataFrame({"hit_id": list(hit_ids)}, dtype=object)):
+        with registered(self.con, __crowd_d=_ids(hit_ids)):
             return self.con.execute("SELECT i.hit_id, i.item_no, i.item_key, i.occurrence, h.reward, "
                                     "h.reward * h.fee_rate AS fee FROM crowddb_hit_items i JOIN crowddb_hits h "
                                     "USING (hit_id) WHERE hit_id IN (SELECT hit_id FROM __crowd_d)").df()
@@ -262,6 +262,11 @@ class Store:
                          [release_id, run_id, kind, method, k, epsilon, delta, json.dumps(params, default=_json_value),
                           json.dumps(metrics, default=_json_value)])
         return release_id
+
+
+def _ids(hit_ids: Sequence[str]) -> pd.DataFrame:
+    """HIT ids as a one-column frame to register (object dtype: an empty list stays a text column)."""
+    return pd.DataFrame({"hit_id": list(hit_ids)}, dtype=object)
 
 
 def _json_value(value: Any) -> Any:
