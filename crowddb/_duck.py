@@ -7,7 +7,10 @@ from collections.abc import Iterator
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
+from sqlglot import exp
 
+from . import _sql
 from .errors import QueryError
 
 
@@ -61,3 +64,72 @@ def rolled_back(con: duckdb.DuckDBPyConnection, active: bool = True) -> Iterator
         except duckdb.TransactionException:  # something ended the transaction: what ran before that was kept
             raise QueryError("explain(): the transaction its rehearsal runs in was ended by a statement it ran, so "
                              "what the earlier statements created or changed was not rolled back") from None
+
+
+@contextlib.contextmanager
+def setting(con: duckdb.DuckDBPyConnection, name: str, value: bool) -> Iterator[None]:
+    """A boolean DuckDB setting at ``value`` for the block, then back to what the connection's owner had."""
+    ((was,),) = con.execute("SELECT current_setting(?)", [name]).fetchall()
+    if bool(was) == value:
+        yield
+        return
+    con.execute(f"SET {name} = {'true' if value else 'false'}").fetchall()  # name: one of ours, never user text
+    try:
+        yield
+    finally:
+        con.execute(f"SET {name} = {'true' if was else 'false'}").fetchall()
+
+
+def snapshot(con: duckdb.DuckDBPyConnection, query: str) -> tuple[pa.Table, list[duckdb.DuckDBPyType]]:
+    """The rows of ``query``, run once, as an immutable Arrow table in the query's order, and each column's DuckDB
+    type. Exported losslessly (UUID, HUGEINT, JSON, BIT, TIMETZ travel as Arrow extension types and read back as
+    themselves); only an ENUM comes back as VARCHAR, which ``arrow_view`` casts back."""
+    relation = con.sql(query)
+    types = list(relation.types)
+    with setting(con, "arrow_lossless_conversion", True), setting(con, "preserve_insertion_order", True):
+        table = relation.to_arrow_table()
+    return table, types
+
+
+def arrow_view(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table,
+               types: list[duckdb.DuckDBPyType | None] | None = None, order: str | None = None) -> list[str]:
+    """``table`` registered (no copy: DuckDB scans it in place) and a temp view ``name`` over it: column i reads as
+    ``types[i]`` where Arrow lost that type (None: as read), rows in ascending ``order`` (a column of the table the
+    view leaves out). Returns the view's columns: DuckDB's names, duplicates made unique as CREATE TABLE AS makes
+    them."""
+    con.register(name + "_arrow", table)
+    try:
+        relation = con.sql(_sql.select_all(name + "_arrow").sql(_sql.DIALECT))
+        select, columns = [], []
+        for column, was, wanted in zip(relation.columns, relation.types, types or [None] * len(relation.columns)):
+            if column == order:
+                continue
+            ref = _sql.column(column)
+            columns.append(column)
+            select.append(ref if wanted is None or str(wanted) == str(was) else
+                          exp.alias_(exp.Cast(this=ref, to=_data_type(wanted)), _sql.identifier(column)))
+        query = exp.select(*select).from_(_sql.table(name + "_arrow"))
+        if order is not None:
+            query = query.order_by(_sql.column(order))
+        con.execute(exp.Create(this=_sql.table(name), kind="VIEW", expression=query,
+                               properties=exp.Properties(expressions=[exp.TemporaryProperty()])).sql(_sql.DIALECT)
+                    ).fetchall()
+    except BaseException:
+        con.unregister(name + "_arrow")
+        raise
+    return columns
+
+
+def drop_arrow_view(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop a view ``arrow_view`` made and release its Arrow table."""
+    con.execute(exp.Drop(tables=[_sql.table(name)], kind="VIEW", exists=True).sql(_sql.DIALECT)).fetchall()
+    con.unregister(name + "_arrow")
+
+
+def _data_type(duck: duckdb.DuckDBPyType) -> exp.DataType:
+    """A DuckDB type as a sqlglot node; an ENUM's values as string literals (user text, never parsed)."""
+    if duck.id == "enum":
+        values = dict(duck.children)["values"]
+        return exp.DataType(this=exp.DataType.Type.ENUM, expressions=[exp.Literal.string(v) for v in values],
+                            nested=False)
+    return exp.DataType.build(str(duck), dialect=_sql.DIALECT)

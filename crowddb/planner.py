@@ -17,13 +17,13 @@ import sqlglot
 from sqlglot import exp
 
 from . import _sql
-from ._duck import registered
+from ._duck import arrow_view, drop_arrow_view, registered, snapshot
 from ._sql import DIALECT
 from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
 from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles
 from .operators.context import OperatorContext
 from .operators.human import GROUP_ID, KEY, NOT_ESTIMATED, ROW_ID, TRUTH, HumanInput, HumanOperatorRun, OperatorPlan
-from .operators.table_functions import Relation, TableFunction, TableInput
+from .operators.table_functions import ArrowRows, TableFunction, TableInput
 from .store import TableRoles, relation_kind, roles_of
 
 _ID = "__crowd_id"
@@ -108,6 +108,7 @@ class Planner:
         self.table_functions = {k.lower(): v for k, v in table_functions.items()}
         self.temp_roles: dict[str, TableRoles] = {}  # roles of the derived inputs this planner materialized
         self.temps: list[str] = []  # every temp table this planner made (inputs, answers, table-function results)
+        self.views: list[str] = []  # every view over an Arrow table it made (table-function inputs and releases)
 
     # ------------------------------------------------------------------------------------------- detection
     def is_human(self, node: exp.Expression) -> bool:
@@ -202,17 +203,14 @@ class Planner:
     def _execute_df(self, query: exp.Expression) -> pd.DataFrame:
         return self.ctx.con.execute(query.sql(DIALECT)).df()
 
-    def _temp_table(self, prefix: str, query: exp.Expression | None = None, frame: pd.DataFrame | None = None,
-                    relation: Relation | None = None) -> str:
-        """Create a connection-scoped temp table from a query, a DataFrame or a table function's Relation; returns
-        its name."""
+    def _temp_table(self, prefix: str, query: exp.Expression | None = None, frame: pd.DataFrame | None = None
+                    ) -> str:
+        """Create a connection-scoped temp table from a query or a DataFrame; returns its name."""
         name = f"__crowd_{prefix}_{next(_counter)}"
         self.temps.append(name)
         target = _sql.table(name)
         con = self.ctx.con
-        if relation is not None:
-            relation.create(con, target)
-        elif frame is not None:
+        if frame is not None:
             view = f"{name}_df"
             with registered(con, **{view: frame}):
                 con.execute(f"CREATE TEMP TABLE {target.sql(DIALECT)} AS SELECT * FROM {view}")
@@ -220,11 +218,27 @@ class Planner:
             con.execute(f"CREATE TEMP TABLE {target.sql(DIALECT)} AS {query.sql(DIALECT)}")
         return name
 
+    def _arrow_view(self, prefix: str, rows: ArrowRows) -> tuple[str, list[str]]:
+        """A temp view over an immutable Arrow table (``_duck.arrow_view``); returns its name and columns."""
+        name = f"__crowd_{prefix}_{next(_counter)}"
+        columns = arrow_view(self.ctx.con, name, rows.table, rows.types, rows.order)
+        self.views.append(name)
+        return name, columns
+
+    def _input(self, query: exp.Select) -> TableInput:
+        """A table function's input: ``query`` run once, frozen as Arrow, read through a typed view."""
+        table, types = snapshot(self.ctx.con, query.sql(DIALECT))
+        name, columns = self._arrow_view("in", ArrowRows(table, types))
+        return TableInput(self.ctx.con, name, columns, table.rename_columns(columns), types)
+
     def drop_temps(self) -> None:
-        """Drop the temp tables this planner made (none of them is needed once its query's result is read)."""
+        """Drop the temp tables and views this planner made (none is needed once its query's result is read)."""
         for name in self.temps:
             self.ctx.con.execute(exp.Drop(tables=[_sql.table(name)], kind="TABLE", exists=True).sql(DIALECT))
+        for name in self.views:
+            drop_arrow_view(self.ctx.con, name)
         self.temps.clear()
+        self.views.clear()
 
     # ------------------------------------------------------------------------------------- table functions
     def _run_table_function(self, node: exp.Table) -> None:
@@ -250,11 +264,10 @@ class Planner:
         else:
             raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
                                 f"got {source.sql(DIALECT)!r}")
-        source = self._temp_table("in", query=query)  # the input once, in its order; read as far as needed
-        columns = _columns(self.ctx.con, source)
-        roles = self._relation_roles(table_name, query, columns)
-        result = self.table_functions[name](self.ctx, TableInput(self.ctx.con, source, columns), named, roles)
-        temp = self._temp_table("tf", relation=result) if isinstance(result, Relation) else \
+        rows = self._input(query)  # the input once, in its order; read as far as needed
+        roles = self._relation_roles(table_name, query, rows.columns)
+        result = self.table_functions[name](self.ctx, rows, named, roles)
+        temp = self._arrow_view("tf", result)[0] if isinstance(result, ArrowRows) else \
             self._temp_table("tf", frame=result)
         alias = node.args.get("alias")
         replacement = exp.Table(this=exp.to_identifier(temp, quoted=True),

@@ -1,5 +1,6 @@
-"""ANONYMIZE through SQL is the algorithm's release, row for row: DuckDB joins the input with each row's class and
-each class's labels, and the rows come in the documented shuffle (numpy's permutation of the seed).
+"""ANONYMIZE through SQL is the algorithm's release, row for row: the input's frozen Arrow columns with each
+quasi-identifier as a dictionary of its class's labels, and the rows in the documented shuffle (numpy's permutation
+of the seed). Types survive the Arrow round trip; the release does not change when the input does.
 
 The reference is computed here without SQL: ``anonymize()`` on the whole input as pandas, then ``iloc[order]``, the
 key dropped; column types other than the generalized quasi-identifiers are the input's own."""
@@ -81,3 +82,78 @@ def test_unknown_quasi_identifier_names_all_columns(db):
                        match=r"unknown quasi-identifier\(s\) \['nope'\]; columns are \['id', 'age', 'sex', 'zip', "
                              r"'edu', 'hobby', 'job', 'salary'\]"):
         db.sql("SELECT * FROM ANONYMIZE(people, k := 6, quasi_identifiers := ['age', 'nope'])")
+
+
+def test_every_duckdb_type_survives_the_release(db):
+    """Columns ANONYMIZE leaves alone keep their DuckDB type and value, those Arrow carries only losslessly (UUID,
+    HUGEINT, JSON, BIT, TIMETZ) and an ENUM, which Arrow turns into text, included."""
+    db.execute("CREATE TYPE mood AS ENUM ('sad', 'o''k', 'happy')").fetchall()
+    db.execute("CREATE TABLE odd AS SELECT id, age, sex, zip, "
+               "CASE id % 3 WHEN 0 THEN 'sad' WHEN 1 THEN 'o''k' ELSE 'happy' END::mood AS m, "
+               "('00000000-0000-0000-0000-' || lpad(CAST(id AS VARCHAR), 12, '0'))::UUID AS u, "
+               "CAST(id AS HUGEINT) * 100000000000000000000 AS h, ('{\"n\": ' || id || '}')::JSON AS j, "
+               "CAST(id % 2 AS VARCHAR)::BIT AS b, ('10:00:00+0' || (id % 5))::TIMETZ AS tz, "
+               "[id, id + 1] AS l, {'x': id} AS s FROM people").fetchall()
+    db.declare_roles("odd", quasi_identifiers=["age", "sex", "zip"], key="id")
+    want = db.con.sql("SELECT m, u, h, j, b, tz, l, s FROM odd")
+    got = db.sql("SELECT * FROM ANONYMIZE(odd, k := 6, seed := 5)")
+    assert got.columns == ["age", "sex", "zip", "m", "u", "h", "j", "b", "tz", "l", "s"]
+    assert [str(t) for t in got.types[3:]] == [str(t) for t in want.types]
+    order = np.random.default_rng(5).permutation(60)
+    rows = [r[3:] for r in got.fetchall()]
+    source = want.fetchall()
+    assert rows == [source[i] for i in order]
+
+
+def test_the_release_is_frozen_when_the_input_changes(db):
+    """db.sql() returns a lazy relation; the release it reads was made once, so changing the input afterwards
+    changes neither its rows nor the pairing of labels and rows."""
+    release = db.sql("SELECT * FROM ANONYMIZE(people, k := 6, seed := 4)")
+    before = release.fetchall()
+    db.execute("UPDATE people SET hobby = 'changed', age = age + 1").fetchall()
+    db.execute("DELETE FROM people WHERE id % 2 = 0").fetchall()
+    assert release.fetchall() == before
+    expected = _reference(people_frame(), ["age", "sex", "zip"], 4, "id", k=6)
+    assert [tuple(str(v) for v in r) for r in before] == [tuple(str(v) for v in r) for r in
+                                                          expected.itertuples(index=False)]
+
+
+def test_the_connections_settings_are_left_as_they_were(db):
+    """The input is exported with lossless Arrow types and read in order whatever the owner's settings are, and the
+    settings are theirs again afterwards."""
+    db.con.execute("SET preserve_insertion_order = false").fetchall()
+    got = db.sql("SELECT * FROM ANONYMIZE(people, k := 6, seed := 11)").df()
+    expected = _reference(people_frame(), ["age", "sex", "zip"], 11, "id", k=6)
+    assert got.astype(str).values.tolist() == expected.astype(str).values.tolist()
+    assert db.con.execute("SELECT current_setting('preserve_insertion_order'), "
+                          "current_setting('arrow_lossless_conversion')").fetchall() == [(False, False)]
+
+
+def test_the_input_reads_as_duckdb_converts_it(db):
+    """What the algorithm reads equals DuckDB's own conversion to pandas, column for column and dtype for dtype
+    (text comes straight from the Arrow snapshot; NULLs, decimals, dates, enums and booleans through DuckDB)."""
+    from crowddb.operators import table_functions
+
+    db.execute("CREATE TABLE mixed AS SELECT * FROM (VALUES (1, 2.5::DECIMAL(5, 2), 'a', true, DATE '2020-01-02', "
+               "'x'), (NULL, NULL, NULL, NULL, NULL, 'y'), (3, 1.0, 'b', false, DATE '2021-03-04', 'x')) "
+               "v(i, d, s, b, day, t)").fetchall()
+    seen = []
+    original = table_functions.TableInput.df
+
+    def spy(self, columns=None):
+        frame = original(self, columns)
+        seen.append(frame)
+        return frame
+
+    table_functions.TableInput.df = spy
+    try:
+        db.sql("SELECT * FROM ANONYMIZE(mixed, k := 2, quasi_identifiers := ['t'], sensitive := 'i', l := 1)"
+               ).fetchall()
+    finally:
+        table_functions.TableInput.df = original
+    expected = db.con.sql("SELECT i, t FROM mixed").df()  # in the input's column order
+    pd.testing.assert_frame_equal(seen[0], expected)
+    full = original(table_functions.TableInput(db.con, "mixed", ["i", "d", "s", "b", "day", "t"],
+                                               db.con.sql("SELECT * FROM mixed").to_arrow_table(),
+                                               list(db.con.sql("SELECT * FROM mixed").types)))
+    pd.testing.assert_frame_equal(full, db.con.sql("SELECT * FROM mixed").df())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pandas as pd
 
@@ -14,17 +12,45 @@ from crowddb.anonymize.metrics import compact, release_metrics
 SUPPRESSED = "*"
 
 
-@dataclass
 class Release:
-    """A k-anonymous release: the generalized table plus each row's class and box in the numeric QI coding."""
+    """A k-anonymous release: the generalized table plus each row's class and box in the numeric QI coding.
 
-    table: pd.DataFrame
-    groups: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-    metrics: dict
-    encoding: dict[str, QIEncoding]
-    quasi_identifiers: list[str] = field(default_factory=list)
+    Built from pre-classes (rows with the same box): ``pre_class`` gives each row's, ``labels[q]`` each QI's distinct
+    labels and each pre-class's index into them. The per-row table and boxes are made on first use, so a caller
+    that needs only the labels (the SQL path hands them to DuckDB as Arrow dictionaries) never builds a per-row
+    string column."""
+
+    def __init__(self, table: pd.DataFrame | None, groups: np.ndarray, lo: np.ndarray | None,
+                 hi: np.ndarray | None, metrics: dict, encoding: dict[str, QIEncoding],
+                 quasi_identifiers: list[str] | None = None, *, source: pd.DataFrame | None = None,
+                 pre_class: np.ndarray | None = None, boxes: tuple[np.ndarray, np.ndarray] | None = None,
+                 labels: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+        self._table, self._lo, self._hi = table, lo, hi
+        self._source, self.pre_class, self._boxes, self.labels = source, pre_class, boxes, labels or {}
+        self.groups, self.metrics = groups, metrics
+        self.encoding, self.quasi_identifiers = encoding, list(quasi_identifiers or [])
+
+    @property
+    def table(self) -> pd.DataFrame:
+        if self._table is None:
+            table = self._source.copy(deep=False)  # copy-on-write: the caller's frame is never modified
+            for q, (lab, inv) in self.labels.items():
+                table[q] = string_column(lab, inv[self.pre_class], table.index)
+            self._table = table
+        return self._table
+
+    @property
+    def lo(self) -> np.ndarray:
+        """(n, d) lower box bound of each row in the numeric QI coding."""
+        if self._lo is None:
+            self._lo = self._boxes[0][self.pre_class]
+        return self._lo
+
+    @property
+    def hi(self) -> np.ndarray:
+        if self._hi is None:
+            self._hi = self._boxes[1][self.pre_class]
+        return self._hi
 
     def decode(self, row: int) -> dict[str, list]:
         """Values each QI of row ``row`` may take, decoded from its box."""
@@ -100,13 +126,10 @@ def assemble(frame: pd.DataFrame, enc: Encoding, gid: np.ndarray, blo: np.ndarra
     """Build the Release from pre-classes ``gid`` (0..G-1) with boxes and (distinct labels, label per pre-class)."""
     _, merged = np.unique(np.hstack([blo, bhi]), axis=0, return_inverse=True)
     groups = compact(merged.reshape(-1)[gid])  # pre-classes without rows (e.g. all suppressed) vanish
-    table = frame.copy(deep=False)  # copy-on-write: the caller's frame is never modified
-    for j, q in enumerate(enc.qis):
-        lab, inv = labels[j]
-        table[q] = string_column(lab, inv[gid], frame.index)
     spans = np.array([enc.columns[q].span for q in enc.qis])
     weights = np.bincount(gid, minlength=len(blo)).astype(float)
     metrics = release_metrics(groups, blo, bhi, spans, k, suppressed, weights)
     metrics["method"] = method
     metrics.update(extra or {})
-    return Release(table, groups, blo[gid], bhi[gid], metrics, dict(enc.columns), list(enc.qis))
+    return Release(None, groups, None, None, metrics, dict(enc.columns), list(enc.qis), source=frame, pre_class=gid,
+                   boxes=(blo, bhi), labels={q: labels[j] for j, q in enumerate(enc.qis)})

@@ -15,7 +15,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from .. import _sql
-from .._duck import registered
+from .._duck import setting
 from ..arguments import NUMBER, REQUIRED, SEED, Param, bind, check_finite
 from ..errors import ArgumentError, EmptyInputError, UnknownColumnError
 from ..store import TableRoles
@@ -24,38 +24,49 @@ from .context import OperatorContext
 
 @dataclasses.dataclass
 class TableInput:
-    """A table function's input: the rows of ``table`` (a temp table the planner materialized, in the input's
-    order), read column by column as far as the function needs them."""
+    """A table function's input: ``snapshot``, the input's rows run once and frozen as Arrow (in the input's order),
+    read through the view ``table`` (each column as its DuckDB type) as far as the function needs them."""
 
     con: duckdb.DuckDBPyConnection
     table: str
     columns: list[str]
+    snapshot: pa.Table
+    types: list[duckdb.DuckDBPyType]
 
     def df(self, columns: list[str] | None = None) -> pd.DataFrame:
         """The input's rows (only ``columns``, in the input's column order, if given) as pandas."""
         keep = set(self.columns if columns is None else columns)
-        wanted = [c for c in self.columns if c in keep]
-        query = exp.select(*(_sql.column(c) for c in wanted)).from_(_sql.table(self.table))
-        return self.con.execute(query.sql(_sql.DIALECT)).df()
+        wanted = [i for i, c in enumerate(self.columns) if c in keep]
+        # text columns straight from the snapshot (Arrow's conversion gives pandas' str dtype, as DuckDB's does, at
+        # a fiftieth of the cost); every other type through DuckDB's own conversion (NULLs, decimals, enums, dates)
+        text = [i for i in wanted if self.types[i].id == "varchar"]
+        others = [self.columns[i] for i in wanted if i not in text]
+        frame = self.snapshot.select(text).to_pandas() if text else pd.DataFrame(index=pd.RangeIndex(self.rows))
+        if others:
+            query = exp.select(*(_sql.column(c) for c in others)).from_(_sql.table(self.table))
+            with setting(self.con, "preserve_insertion_order", True):  # the rows line up with the snapshot's
+                converted = self.con.execute(query.sql(_sql.DIALECT)).df()
+            frame = pd.concat([frame, converted], axis=1)
+        return frame[[self.columns[i] for i in wanted]]
+
+    @property
+    def rows(self) -> int:
+        return self.snapshot.num_rows
 
 
 @dataclasses.dataclass
-class Relation:
-    """A table function's rows as a query DuckDB runs, over ``frames`` (Arrow tables registered under their names
-    while it runs): the input is never copied through Python."""
+class ArrowRows:
+    """A table function's rows as an immutable Arrow table DuckDB reads in place (nothing is copied into a table):
+    column i reads as ``types[i]`` where Arrow does not carry the DuckDB type (None: as read); rows come in
+    ascending ``order`` (a column that is not published)."""
 
-    query: exp.Query
-    frames: dict[str, pa.Table]
-
-    def create(self, con: duckdb.DuckDBPyConnection, target: exp.Table) -> None:
-        with registered(con, **self.frames):
-            con.execute(exp.Create(this=target, kind="TABLE", expression=self.query,
-                                   properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
-                        .sql(_sql.DIALECT))
+    table: pa.Table
+    types: list[duckdb.DuckDBPyType | None]
+    order: str | None = None
 
 
 #: (context, input, named arguments, the input's column roles) -> result rows
-TableFunction = Callable[[OperatorContext, TableInput, dict[str, Any], TableRoles], "pd.DataFrame | Relation"]
+TableFunction = Callable[[OperatorContext, TableInput, dict[str, Any], TableRoles], "pd.DataFrame | ArrowRows"]
 
 
 def _check_values(name: str, named: dict[str, Any]) -> None:
@@ -173,15 +184,16 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
 
 # ----------------------------------------------------------------------------------------------- ANONYMIZE
 def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
-                    ) -> Relation:
+                    ) -> ArrowRows:
     """ANONYMIZE(input, k := 10, method := 'mondrian', quasi_identifiers := [...], strict, sensitive, l, seed,
     hierarchies := {'column': 'path/to/arx.csv', ...}, keep_key := false): the k-anonymous release itself, rows
     shuffled (order reveals nothing). The input's key (its declared key, else a column named ``id``) identifies rows,
     so it is dropped from the release unless ``keep_key := true`` (for the caller's own joins); the report says
     which column it was and whether it was dropped.
 
-    Only the columns the algorithm reads (quasi-identifiers, the l-diversity column, hierarchy columns) leave
-    DuckDB; the release is DuckDB's join of the input with each row's class and each class's labels."""
+    The algorithm reads only its columns (quasi-identifiers, the l-diversity column, hierarchy columns); the
+    release is the input's frozen Arrow columns with each quasi-identifier replaced by a dictionary array (each
+    class's labels, each row's label index) and the rows in shuffled order: no column is copied."""
     from ..anonymize import anonymize
 
     args = bind("ANONYMIZE", named, {
@@ -219,37 +231,35 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
                  {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"], "hierarchies": hierarchies,
                   "key": key, "key_dropped": key_dropped},
                  metrics)
-    order = np.random.default_rng(seed).permutation(len(release.table))
-    kept = [c for c in rows.columns if not (key_dropped and c == key)]
-    return _release_relation(rows.table, kept, qi, release.table, release.groups, order)
+    order = np.random.default_rng(seed).permutation(len(release.groups))
+    return _release_rows(rows, [c for c in rows.columns if not (key_dropped and c == key)], release, order)
 
 
-_CLASS, _POSITION = "__crowd_class", "__crowd_position"
+_POSITION = "__crowd_position"
 
 
-def _release_relation(table: str, columns: list[str], qi: list[str], generalized: pd.DataFrame,
-                      groups: np.ndarray, order: np.ndarray) -> Relation:
-    """The release as DuckDB's join: the input's rows (positionally) with their class and output position, each
-    class with its generalized quasi-identifiers, rows in ``order`` (output row j is input row order[j])."""
-    n = len(groups)
-    position = np.empty(n, dtype=np.int64)
-    position[order] = np.arange(n, dtype=np.int64)
-    first = np.unique(groups, return_index=True)[1]  # every row of a class carries the class's labels
-    per_row = pa.table({_CLASS: pa.array(groups.astype(np.int64)), _POSITION: pa.array(position)})
-    labels = pa.table({_CLASS: pa.array(groups[first].astype(np.int64)),
-                       **{f"q{j}": pa.array(generalized[q].iloc[first].astype(object).tolist(), pa.string())
-                          for j, q in enumerate(qi)}})
-    names = {"rows": "__crowd_rows_" + table, "labels": "__crowd_labels_" + table}
-    positional = exp.Join(this=_sql.table(names["rows"]), method="POSITIONAL")
-    source = exp.Subquery(this=exp.select("*").from_(_sql.table(table)).join(positional),
-                          alias=exp.TableAlias(this=exp.to_identifier("r")))
-    select = [exp.alias_(exp.column(f"q{qi.index(c)}", table="l"), c, quoted=True) if c in qi
-              else exp.column(_sql.identifier(c), table="r") for c in columns]
-    query = (exp.select(*select).from_(source)
-             .join(exp.alias_(_sql.table(names["labels"]), "l", table=True),
-                   on=exp.column(_CLASS, table="r").eq(exp.column(_CLASS, table="l")))
-             .order_by(exp.column(_POSITION, table="r")))
-    return Relation(query, {names["rows"]: per_row, names["labels"]: labels})
+def _release_rows(rows: TableInput, columns: list[str], release, order: np.ndarray) -> ArrowRows:
+    """The release as Arrow: the input's ``columns`` as they are, each quasi-identifier as a dictionary array of its
+    labels, and each row's output position (output row j is input row order[j])."""
+    order_column = _POSITION
+    while order_column in rows.columns:  # never one of the input's own columns
+        order_column += "_"
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order), dtype=np.int64)
+    pre_class = pa.array(release.pre_class.astype(np.int32, copy=False))  # each row's index into the labels below
+    arrays, types = [], []
+    for c in columns:
+        if c in release.labels:
+            labels, index = release.labels[c]  # distinct labels, each pre-class's label
+            per_class = pa.array([str(x) for x in labels], pa.string()).take(pa.array(index))
+            arrays.append(pa.DictionaryArray.from_arrays(pre_class, per_class))
+            types.append(None)
+        else:
+            i = rows.columns.index(c)
+            arrays.append(rows.snapshot.column(i))
+            types.append(rows.types[i])
+    table = pa.Table.from_arrays([*arrays, pa.array(position)], names=[*columns, order_column])
+    return ArrowRows(table, [*types, None], order=order_column)
 
 
 def _key_column(columns: list[str], roles: TableRoles) -> str | None:
