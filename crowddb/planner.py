@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.scope import TRAVERSABLES, Scope, traverse_scope
 
 from . import _sql
 from ._duck import arrow_view, drop_arrow_view, registered, snapshot
@@ -164,14 +165,7 @@ class Planner:
         return node.find_ancestor(exp.Select)
 
     def _visible_ctes(self, node: exp.Expression) -> dict[str, exp.CTE]:
-        """CTEs visible from ``node``: those of every enclosing WITH, innermost winning."""
-        out: dict[str, exp.CTE] = {}
-        for ancestor in reversed(list(_ancestors(node))):
-            with_ = ancestor.args.get("with") or ancestor.args.get("with_")
-            if isinstance(with_, exp.With):
-                for cte in with_.expressions:
-                    out[cte.alias_or_name.lower()] = cte
-        return out
+        return visible_ctes(node)
 
     def _referenced_ctes(self, node: exp.Expression, also: exp.Expression | None = None) -> list[exp.CTE]:
         """CTEs visible from ``node`` that it (or the detached query ``also``) reads, transitively."""
@@ -622,6 +616,40 @@ def answer_column(call: exp.Anonymous, value: exp.Expression) -> exp.Expression:
     if isinstance(parent, exp.Select) and any(e is call for e in parent.expressions):
         return exp.alias_(value, call.name.lower(), quoted=True)
     return value
+
+
+def visible_ctes(node: exp.Expression) -> dict[str, exp.CTE]:
+    """The CTEs ``node`` can read, by sqlglot's scope analysis (``Scope.cte_sources``: every enclosing WITH, the
+    innermost winning; a CTE's body sees only the CTEs before it), keyed by lower-case name.
+
+    sqlglot compares names as written and DuckDB ignores their case, so the scopes are built over a copy whose
+    identifiers are lower-cased, and its CTEs are mapped back to the tree's own nodes (the copy has the same shape)."""
+    top = None
+    for ancestor in _ancestors(node):
+        if isinstance(ancestor, TRAVERSABLES):
+            top = ancestor
+    if top is None:
+        return {}
+    copy = top.copy()
+    pairs = list(zip(top.walk(), copy.walk()))
+    original = {id(c): o for o, c in pairs}
+    counterpart = next(c for o, c in pairs if o is node)
+    for ident in copy.find_all(exp.Identifier):
+        ident.set("this", ident.this.lower())
+    try:
+        scopes = {id(s.expression): s for s in traverse_scope(copy)}
+    except sqlglot.errors.SqlglotError as err:
+        raise SQLParseError(f"cannot tell which WITH names this query reads ({err}); name its CTEs apart from its "
+                            "tables") from None
+    scope = next((scopes[id(a)] for a in _ancestors(counterpart) if id(a) in scopes), None)
+    if scope is None:
+        return {}
+    out: dict[str, exp.CTE] = {}
+    for name, source in scope.cte_sources.items():
+        cte = source.expression.find_ancestor(exp.CTE) if isinstance(source, Scope) else None
+        if cte is not None and id(cte) in original:
+            out[name] = original[id(cte)]
+    return out
 
 
 def _ancestors(node: exp.Expression):

@@ -846,22 +846,27 @@ def test_api_sensitive_codes() -> None:
 
 def test_api_as_frame() -> None:
     import duckdb
+    import polars as pl
     import pyarrow as pa
 
-    assert A._as_frame(SMALL) is SMALL
+    from crowddb._frames import as_frame
+
+    assert as_frame(SMALL, "anonymize()") is SMALL
     con = duckdb.connect()
     rel = con.sql("select 1 as a, 'x' as b")
-    assert A._as_frame(rel).to_dict("list") == {"a": [1], "b": ["x"]}
-    assert A._as_frame(pa.table({"a": [1, 2]})).to_dict("list") == {"a": [1, 2]}
+    assert as_frame(rel, "anonymize()").to_dict("list") == {"a": [1], "b": ["x"]}
+    assert as_frame(pa.table({"a": [1, 2]}), "anonymize()").to_dict("list") == {"a": [1, 2]}
+    assert as_frame(pl.DataFrame({"a": [1, 2]}), "anonymize()").to_dict("list") == {"a": [1, 2]}
+    assert as_frame({"a": [3]}, "anonymize()").to_dict("list") == {"a": [3]}
 
     class NotCallable:
         df = 3
 
-    with pytest.raises(ArgumentError, match=r"^anonymize\(\) needs a DataFrame, DuckDB relation or Arrow table, got "
-                                            r"NotCallable$"):
-        A._as_frame(NotCallable())
-    with pytest.raises(ArgumentError, match=r"got list$"):
-        A._as_frame([1, 2])
+    with pytest.raises(ArgumentError, match=r"^anonymize\(\) needs a pandas DataFrame, a dict of columns, an Arrow "
+                                            r"table, a Polars DataFrame or a DuckDB relation, got NotCallable$"):
+        anonymize(NotCallable(), "a", 2)
+    with pytest.raises(ArgumentError, match=r"DuckDB relation or \(x\), got list$"):
+        as_frame([1, 2], "f()", " or (x)")
     out = anonymize(pa.table({"a": [1, 2, 3, 4]}), "a", 2)
     assert out.table["a"].tolist() == ["[1-2]", "[1-2]", "[3-4]", "[3-4]"]
 

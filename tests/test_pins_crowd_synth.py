@@ -328,7 +328,7 @@ def test_global_weights_defaults_and_zero_loss():
 
 def test_global_weights_bad_loss_message():
     batches, grams = _flat(_OBJS)
-    with pytest.raises(ArgumentError, match=r"^PRIVATE_SYNTH: global_loss must be one of \('sum', 'mean'\), got 'avg'$"):
+    with pytest.raises(ArgumentError, match=r"^global_loss must be one of \('sum', 'mean'\), got 'avg'$"):
         W.global_weights(batches, grams, 7, loss="avg")
 
 
@@ -505,7 +505,7 @@ def test_hampel_irwls_defaults_and_given_q():
 def test_hampel_center_message():
     X, M, K = _local_batch(_LOCAL)
     with pytest.raises(ArgumentError,
-                       match=r"^PRIVATE_SYNTH: hampel_center must be one of \('median', 'kde'\), got 'mode'$"):
+                       match=r"^hampel_center must be one of \('median', 'kde'\), got 'mode'$"):
         W.hampel_thresholds(K, M, center="mode")
 
 

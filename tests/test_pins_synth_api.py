@@ -336,49 +336,49 @@ def _check_composition(report, dp=1e-6):
 
 # ----------------------------------------------------------------------------------------------- api: parameters
 @pytest.mark.parametrize("kw, msg", [
-    ({"m": 0}, "PRIVATE_SYNTH: m must be an integer >= 1, got 0"),
-    ({"m": True}, "PRIVATE_SYNTH: m must be an integer >= 1, got True"),
-    ({"m": 2.0}, "PRIVATE_SYNTH: m must be an integer >= 1, got 2.0"),
-    ({"k": 0}, "PRIVATE_SYNTH: k must be an integer >= 1, got 0"),
-    ({"k": "3"}, "PRIVATE_SYNTH: k must be an integer >= 1, got '3'"),
-    ({"max_attempts": 0}, "PRIVATE_SYNTH: max_attempts must be an integer >= 1, got 0"),
-    ({"max_attempts": False}, "PRIVATE_SYNTH: max_attempts must be an integer >= 1, got False"),
-    ({"method": "laplace"}, "PRIVATE_SYNTH: method must be one of ('priscrowd', 'basic'), got 'laplace'"),
-    ({"weights": "x"}, "PRIVATE_SYNTH: weights must be one of ('combined', 'global', 'uniform'), got 'x'"),
-    ({"small_objects": "drop"}, "PRIVATE_SYNTH: small_objects must be one of ('withhold', 'release'), got 'drop'"),
-    ({"gamma": 1}, "PRIVATE_SYNTH: gamma must be a finite number > 1, got 1"),
-    ({"gamma": 1.0}, "PRIVATE_SYNTH: gamma must be a finite number > 1, got 1.0"),
-    ({"gamma": math.inf}, "PRIVATE_SYNTH: gamma must be a finite number > 1, got inf"),
-    ({"gamma": "4"}, "PRIVATE_SYNTH: gamma must be a finite number > 1, got '4'"),
-    ({"epsilon0": 0}, "PRIVATE_SYNTH: epsilon0 must be a finite number > 0, got 0"),
-    ({"epsilon0": math.inf}, "PRIVATE_SYNTH: epsilon0 must be a finite number > 0, got inf"),
-    ({"epsilon0": "1"}, "PRIVATE_SYNTH: epsilon0 must be a finite number > 0, got '1'"),
-    ({"epsilon": 0}, "PRIVATE_SYNTH: epsilon must be a number > 0, got 0"),
-    ({"epsilon": "2"}, "PRIVATE_SYNTH: epsilon must be a number > 0, got '2'"),
-    ({"t": 0}, "PRIVATE_SYNTH: t must be an integer >= 1, got 0"),
-    ({"t": 1.0}, "PRIVATE_SYNTH: t must be an integer >= 1, got 1.0"),
-    ({"t": 5}, "PRIVATE_SYNTH: t must satisfy 1 <= t < k (Theorem 2), got t=5, k=5"),
-    ({"t": 3, "k": 2}, "PRIVATE_SYNTH: t must satisfy 1 <= t < k (Theorem 2), got t=3, k=2"),
-    ({"weight_floor": 1.0}, "PRIVATE_SYNTH: weight_floor must be in [0, 1), got 1.0"),
-    ({"weight_floor": -0.1}, "PRIVATE_SYNTH: weight_floor must be in [0, 1), got -0.1"),
-    ({"composition_delta": 0.0}, "PRIVATE_SYNTH: composition_delta must be in (0, 1), got 0.0"),
-    ({"composition_delta": 1.0}, "PRIVATE_SYNTH: composition_delta must be in (0, 1), got 1.0"),
-    ({"composition_delta": "0.1"}, "PRIVATE_SYNTH: composition_delta must be in (0, 1), got '0.1'"),
-    ({"global_loss": "max"}, "PRIVATE_SYNTH: global_loss must be one of ('sum', 'mean'), got 'max'"),
-    ({"hampel_center": "mean"}, "PRIVATE_SYNTH: hampel_center must be one of ('median', 'kde'), got 'mean'"),
-    ({"resolution": 0.0}, "PRIVATE_SYNTH: resolution must be > 0, got 0.0"),
-    ({"resolution": -1.0}, "PRIVATE_SYNTH: resolution must be > 0, got -1.0"),
-    ({"resolution": math.inf}, "PRIVATE_SYNTH: resolution must be > 0, got inf"),
-    ({"bandwidth": 0.0}, "PRIVATE_SYNTH: bandwidth must be > 0, got 0.0"),
-    ({"bandwidth": math.nan}, "PRIVATE_SYNTH: bandwidth must be > 0, got nan"),
-    ({"bandwidth": math.inf}, "PRIVATE_SYNTH: bandwidth must be > 0, got inf"),
-    ({"bandwidth": {"o": -1.0}}, "PRIVATE_SYNTH: bandwidth must be > 0, got {'o': -1.0}"),
-    ({"bandwidth": {"x": 1.0}}, "PRIVATE_SYNTH: bandwidth mapping has no entry for object 'o'"),
+    ({"m": 0}, "m must be an integer >= 1, got 0"),
+    ({"m": True}, "m must be an integer >= 1, got True"),
+    ({"m": 2.0}, "m must be an integer >= 1, got 2.0"),
+    ({"k": 0}, "k must be an integer >= 1, got 0"),
+    ({"k": "3"}, "k must be an integer >= 1, got '3'"),
+    ({"max_attempts": 0}, "max_attempts must be an integer >= 1, got 0"),
+    ({"max_attempts": False}, "max_attempts must be an integer >= 1, got False"),
+    ({"method": "laplace"}, "method must be one of ('priscrowd', 'basic'), got 'laplace'"),
+    ({"weights": "x"}, "weights must be one of ('combined', 'global', 'uniform'), got 'x'"),
+    ({"small_objects": "drop"}, "small_objects must be one of ('withhold', 'release'), got 'drop'"),
+    ({"gamma": 1}, "gamma must be a finite number > 1, got 1"),
+    ({"gamma": 1.0}, "gamma must be a finite number > 1, got 1.0"),
+    ({"gamma": math.inf}, "gamma must be a finite number > 1, got inf"),
+    ({"gamma": "4"}, "gamma must be a finite number > 1, got '4'"),
+    ({"epsilon0": 0}, "epsilon0 must be a finite number > 0, got 0"),
+    ({"epsilon0": math.inf}, "epsilon0 must be a finite number > 0, got inf"),
+    ({"epsilon0": "1"}, "epsilon0 must be a finite number > 0, got '1'"),
+    ({"epsilon": 0}, "epsilon must be a number > 0, got 0"),
+    ({"epsilon": "2"}, "epsilon must be a number > 0, got '2'"),
+    ({"t": 0}, "t must be an integer >= 1, got 0"),
+    ({"t": 1.0}, "t must be an integer >= 1, got 1.0"),
+    ({"t": 5}, "t must satisfy 1 <= t < k (Theorem 2), got t=5, k=5"),
+    ({"t": 3, "k": 2}, "t must satisfy 1 <= t < k (Theorem 2), got t=3, k=2"),
+    ({"weight_floor": 1.0}, "weight_floor must be in [0, 1), got 1.0"),
+    ({"weight_floor": -0.1}, "weight_floor must be in [0, 1), got -0.1"),
+    ({"composition_delta": 0.0}, "composition_delta must be in (0, 1), got 0.0"),
+    ({"composition_delta": 1.0}, "composition_delta must be in (0, 1), got 1.0"),
+    ({"composition_delta": "0.1"}, "composition_delta must be in (0, 1), got '0.1'"),
+    ({"global_loss": "max"}, "global_loss must be one of ('sum', 'mean'), got 'max'"),
+    ({"hampel_center": "mean"}, "hampel_center must be one of ('median', 'kde'), got 'mean'"),
+    ({"resolution": 0.0}, "resolution must be > 0, got 0.0"),
+    ({"resolution": -1.0}, "resolution must be > 0, got -1.0"),
+    ({"resolution": math.inf}, "resolution must be > 0, got inf"),
+    ({"bandwidth": 0.0}, "bandwidth must be > 0, got 0.0"),
+    ({"bandwidth": math.nan}, "bandwidth must be > 0, got nan"),
+    ({"bandwidth": math.inf}, "bandwidth must be > 0, got inf"),
+    ({"bandwidth": {"o": -1.0}}, "bandwidth must be > 0, got {'o': -1.0}"),
+    ({"bandwidth": {"x": 1.0}}, "bandwidth mapping has no entry for object 'o'"),
     ({"method": "basic", "sensitivity": {"x": 1.0}},
-     "PRIVATE_SYNTH: sensitivity mapping has no entry for object 'o'"),
-    ({"method": "basic", "sensitivity": 0.0}, "PRIVATE_SYNTH: sensitivity must be > 0, got 0.0"),
-    ({"method": "basic", "sensitivity": math.inf}, "PRIVATE_SYNTH: sensitivity must be > 0, got inf"),
-    ({"method": "basic", "sensitivity": {"o": -2.0}}, "PRIVATE_SYNTH: sensitivity must be > 0, got {'o': -2.0}"),
+     "sensitivity mapping has no entry for object 'o'"),
+    ({"method": "basic", "sensitivity": 0.0}, "sensitivity must be > 0, got 0.0"),
+    ({"method": "basic", "sensitivity": math.inf}, "sensitivity must be > 0, got inf"),
+    ({"method": "basic", "sensitivity": {"o": -2.0}}, "sensitivity must be > 0, got {'o': -2.0}"),
 ])
 def test_bad_parameter_messages(kw, msg):
     with pytest.raises(ArgumentError, match=_full(msg)):
@@ -388,7 +388,7 @@ def test_bad_parameter_messages(kw, msg):
 @pytest.mark.parametrize("hq", [(50, 95), (50, 95, 100, 100), (50, 50, 100), (50, 100, 100), (60, 50, 100), (-1, 50, 100),
                                 (0, 50, 100.5), (50, math.nan, 100), (50, 95, math.inf), 5, ("a", "b", "c"), None])
 def test_bad_hampel_quantiles_message(hq):
-    msg = f"PRIVATE_SYNTH: hampel_quantiles must be three percentiles p1 < p2 < p3 in [0, 100], got {hq!r}"
+    msg = f"hampel_quantiles must be three percentiles p1 < p2 < p3 in [0, 100], got {hq!r}"
     with pytest.raises(ArgumentError, match=_full(msg)):
         synthesize(*TINY, hampel_quantiles=hq)
 
@@ -415,23 +415,24 @@ def test_parameters_accepted_at_bounds(kw):
 
 
 def test_input_array_messages():
-    with pytest.raises(ArgumentError, match=r"^PRIVATE_SYNTH: value column must be numeric \(.+\)$"):
+    with pytest.raises(ArgumentError, match=r"^value column must be numeric \(.+\)$"):
         synthesize(["a", "a"], ["x", "y"], ["1", "abc"])
-    with pytest.raises(ArgumentError, match=_full("PRIVATE_SYNTH: object, source and value lengths differ (2, 3, 2)")):
+    with pytest.raises(ArgumentError, match=_full("object, source and value lengths differ (2, 3, 2)")):
         synthesize(["a", "a"], ["x", "y", "z"], [1.0, 2.0])
-    with pytest.raises(ArgumentError, match=_full("PRIVATE_SYNTH: object, source and value lengths differ (3, 2, 2)")):
+    with pytest.raises(ArgumentError, match=_full("object, source and value lengths differ (3, 2, 2)")):
         synthesize(["a", "a", "a"], ["x", "y"], [1.0, 2.0])
-    with pytest.raises(ArgumentError, match=_full("PRIVATE_SYNTH: object, source and value lengths differ (2, 2, 3)")):
+    with pytest.raises(ArgumentError, match=_full("object, source and value lengths differ (2, 2, 3)")):
         synthesize(["a", "a"], ["x", "y"], [1.0, 2.0, 3.0])
-    with pytest.raises(EmptyInputError, match=_full("PRIVATE_SYNTH: the input has no claims")):
+    with pytest.raises(EmptyInputError, match=_full("the input has no claims")):
         synthesize([], [], [])
     with pytest.raises(ArgumentError, match=_full(
-            "PRIVATE_SYNTH: 2 claim value(s) are NaN or infinite; filter them first (e.g. WHERE value IS NOT NULL)")):
+            "2 claim value(s) are NaN or infinite; filter them first (e.g. keep only the claims where "
+            "np.isfinite(value))")):
         synthesize(["a"] * 3, ["x", "y", "z"], [1.0, math.nan, -math.inf])
-    with pytest.raises(ArgumentError, match=_full("PRIVATE_SYNTH: 1 claim value(s) are NaN or infinite; filter them "
-                                                  "first (e.g. WHERE value IS NOT NULL)")):
+    with pytest.raises(ArgumentError, match=_full("1 claim value(s) are NaN or infinite; filter them "
+                                                  "first (e.g. keep only the claims where np.isfinite(value))")):
         synthesize(["a"] * 3, ["x", "y", "z"], [1.0, 2.0, math.inf])
-    null = "PRIVATE_SYNTH: object and source labels must not be NULL"
+    null = "object and source labels must not be NULL"
     with pytest.raises(ArgumentError, match=_full(null)):
         synthesize(["a", None], ["x", "y"], [1.0, 2.0])
     with pytest.raises(ArgumentError, match=_full(null)):

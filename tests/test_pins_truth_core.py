@@ -381,22 +381,22 @@ def test_encode_errors():
         encode_answers([1, 2], [1], [1, 2], "numeric")
     with pytest.raises(ArgumentError, match=r"got 2, 2, 1$"):
         encode_answers([1, 2], [1, 2], [1], "numeric")
-    with pytest.raises(EmptyInputError, match=r"^TRUTH_DISCOVER\(mm\): the input has no answers$"):
+    with pytest.raises(EmptyInputError, match=r"^mm: the input has no answers$"):
         encode_answers([], [], [], "numeric", method="mm")
-    with pytest.raises(EmptyInputError, match=r"^TRUTH_DISCOVER\(\?\): the input has no answers$"):
+    with pytest.raises(EmptyInputError, match=r"^\?: the input has no answers$"):
         encode_answers([], [], [], "numeric")
-    with pytest.raises(ArgumentError, match=r"^TRUTH_DISCOVER\(mm\): 2 answers have a NULL object$"):
+    with pytest.raises(ArgumentError, match=r"^mm: 2 answers have a NULL object$"):
         encode_answers([None, "a", None], [1, 2, 3], [1.0, 2.0, 3.0], "numeric", method="mm")
-    with pytest.raises(ArgumentError, match=r"^TRUTH_DISCOVER\(mm\): 1 answers have a NULL source$"):
+    with pytest.raises(ArgumentError, match=r"^mm: 1 answers have a NULL source$"):
         encode_answers(["a", "b"], [1, None], [1.0, 2.0], "numeric", method="mm")
-    with pytest.raises(ArgumentError, match=r"^TRUTH_DISCOVER\(mm\): 2 answers have a NULL source$"):
+    with pytest.raises(ArgumentError, match=r"^mm: 2 answers have a NULL source$"):
         encode_answers(["a", "b", "c"], [None, 1, np.nan], [1.0, 2.0, 3.0], "numeric", method="mm")
     with pytest.raises(ArgumentError, match=(
-            r"^TRUTH_DISCOVER\(mm\): 2 answers have a NULL/NaN value \(first on object 'b'\); "
+            r"^mm: 2 answers have a NULL/NaN value \(first on object 'b'\); "
             r"filter them out or pass dropna=True$")):
         encode_answers(["a", "b", "c"], [1, 2, 3], [1.0, np.nan, None], "numeric", method="mm")
     with pytest.raises(ArgumentError, match=(
-            r"^TRUTH_DISCOVER\(mm\): 2 objects have no answers once NULL values are dropped "
+            r"^mm: 2 objects have no answers once NULL values are dropped "
             r"\(e.g. \['b', 'c'\]\); there is nothing to infer their truth from$")):
         encode_answers(["a", "b", "c"], [1, 2, 3], [1.0, np.nan, None], "numeric", dropna=True, method="mm")
     with pytest.raises(ArgumentError, match=r"\(e.g. \['a', 'b', 'c', 'd', 'e'\]\)"):
@@ -411,7 +411,7 @@ def test_encode_dropna_keeps_rest():
 
 def test_encode_numeric_type_errors():
     with pytest.raises(ArgumentError, match=(
-            r"^TRUTH_DISCOVER\(mm\): method 'mm' is numeric but the value column holds (str|object) values such as 'x'; "
+            r"^mm: method 'mm' is numeric but the value column holds (str|object) values such as 'x'; "
             r"use a categorical method \('mv', 'ds', 'crh_categorical', \.\.\.\)$")):
         encode_answers([1, 2], [1, 2], ["x", "y"], "numeric", method="mm")
     with pytest.raises(ArgumentError, match=r"holds bool values such as (np\.)?True"):
@@ -428,15 +428,15 @@ def test_encode_numeric_type_errors():
 
 def test_encode_numeric_nonfinite():
     with pytest.raises(ArgumentError, match=(
-            r"^TRUTH_DISCOVER\(mm\): 2 values are NaN or infinite \(first on object 'b'\)$")):
+            r"^mm: 2 values are NaN or infinite \(first on object 'b'\)$")):
         encode_answers(["a", "b", "c"], [1, 2, 3], [1.0, np.inf, -np.inf], "numeric", method="mm")
 
 
 def test_encode_categorical_float_errors():
-    with pytest.raises(ArgumentError, match=r"^TRUTH_DISCOVER\(mm\): the value column holds NaN or infinite values$"):
+    with pytest.raises(ArgumentError, match=r"^mm: the value column holds NaN or infinite values$"):
         encode_answers(["a", "b"], [1, 2], [1.0, np.inf], "categorical", method="mm")
     with pytest.raises(ArgumentError, match=(
-            r"^TRUTH_DISCOVER\(mm\): method 'mm' is categorical but the value column holds non-integral numbers "
+            r"^mm: method 'mm' is categorical but the value column holds non-integral numbers "
             r"such as (np\.float64\()?2\.5\)?; use a numeric method \('mean', 'median', 'crh', 'catd', 'gtm'\) or cast the labels "
             r"to text$")):
         encode_answers(["a", "b", "c"], [1, 2, 3], [1.0, 2.5, 3.25], "categorical", method="mm")
@@ -496,7 +496,7 @@ def test_fit_numeric_decodes_results():
 
 
 def test_fit_passes_method_name_and_dropna():
-    with pytest.raises(ArgumentError, match=r"^TRUTH_DISCOVER\(fixed_numeric\): 1 answers have a NULL/NaN value"):
+    with pytest.raises(ArgumentError, match=r"^fixed_numeric: 1 answers have a NULL/NaN value"):
         _Fixed().fit(["a", "b"], [1, 1], [1.0, None])
 
 

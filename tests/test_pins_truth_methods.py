@@ -963,9 +963,9 @@ def test_columns_inputs():
     renamed = NUM_DF.rename(columns={"object": "o", "source": "s", "value": "v"})
     pd.testing.assert_frame_equal(discover(renamed, "o", "s", "v", method="mean").objects, exp.objects)
     # a 4-tuple is not the three-array form
-    with pytest.raises(ArgumentError, match=r"^discover\(\) needs a DataFrame or \(objects, sources, values\), got tuple$"):
+    with pytest.raises(ArgumentError, match=r"^discover\(\) needs a pandas DataFrame, a dict of columns, an Arrow table, a Polars DataFrame or a DuckDB relation, or a tuple \(objects, sources, values\), got tuple$"):
         discover((1, 2, 3, 4))
-    with pytest.raises(ArgumentError, match=r"^discover\(\) needs a DataFrame or \(objects, sources, values\), got int$"):
+    with pytest.raises(ArgumentError, match=r"^discover\(\) needs a pandas DataFrame, a dict of columns, an Arrow table, a Polars DataFrame or a DuckDB relation, or a tuple \(objects, sources, values\), got int$"):
         discover(5)
 
 
@@ -1065,10 +1065,10 @@ def test_discover_unknown_options_messages():
     with pytest.raises(ArgumentError, match=r"^unknown perturb_options \['a', 'zz'\] for perturb 'rr'; "
                                             r"it takes \['domain'\]$"):
         discover(NUM_DF, perturb="rr", epsilon=1.0, perturb_options={"zz": 1, "a": 2})
-    with pytest.raises(ArgumentError, match=r"^TRUTH_DISCOVER: unknown option 'zz' for method 'crh'; "
+    with pytest.raises(ArgumentError, match=r"^unknown option 'zz' for method 'crh'; "
                                             r"options of the method: \['loss'\]$"):
         discover(NUM_DF, method="crh", zz=1)
-    with pytest.raises(ArgumentError, match=r"^TRUTH_DISCOVER: unknown option 'zz' for method 'crh' and perturb "
+    with pytest.raises(ArgumentError, match=r"^unknown option 'zz' for method 'crh' and perturb "
                                             r"'rr'; options of the method: \['loss'\], of the perturbation: "
                                             r"\['domain'\]$"):
         discover(NUM_DF, method="crh", perturb="rr", epsilon=1.0, options={"zz": 1})
@@ -1314,11 +1314,11 @@ def test_em_tol_zero_runs_to_max_iter(cls, ref):
 
 def test_discover_errors_name_the_resolved_method():
     empty = pd.DataFrame({"object": [], "source": [], "value": []})
-    with pytest.raises(ArgumentError, match=r"^TRUTH_DISCOVER\(crh\): the input has no answers$"):
+    with pytest.raises(ArgumentError, match=r"^crh: the input has no answers$"):
         discover(empty, method="crh")
-    with pytest.raises(ArgumentError, match=r"^TRUTH_DISCOVER\(ds\): 1 answers have a NULL/NaN value"):
+    with pytest.raises(ArgumentError, match=r"^ds: 1 answers have a NULL/NaN value"):
         discover(pd.DataFrame({"object": ["a", "a"], "source": ["s", "t"], "value": ["x", None]}))
-    with pytest.raises(ArgumentError, match=r"^TRUTH_DISCOVER\(crh\): 1 answers have a NULL/NaN value"):
+    with pytest.raises(ArgumentError, match=r"^crh: 1 answers have a NULL/NaN value"):
         discover(pd.DataFrame({"object": ["a", "a"], "source": ["s", "t"], "value": [1.0, None]}), method="crh_numeric")
 
 

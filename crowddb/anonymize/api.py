@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from crowddb._frames import as_frame
 from crowddb.anonymize.encoding import encode, validate
 from crowddb.anonymize.generalize import Release, release_from_groups
 from crowddb.anonymize.mondrian import mondrian_groups
@@ -58,23 +59,12 @@ def _sensitive_codes(frame: pd.DataFrame, sensitive: str | None, l: int | None, 
     return codes
 
 
-def _as_frame(data) -> pd.DataFrame:
-    """A pandas DataFrame from a DataFrame, a DuckDB relation or an Arrow table."""
-    if isinstance(data, pd.DataFrame):
-        return data
-    if hasattr(data, "df") and callable(data.df):  # DuckDB relation
-        return data.df()
-    if hasattr(data, "to_pandas"):  # pyarrow.Table
-        return data.to_pandas()
-    raise ArgumentError(f"anonymize() needs a DataFrame, DuckDB relation or Arrow table, got {type(data).__name__}")
-
-
 def anonymize(frame: pd.DataFrame, quasi_identifiers: list[str], k: int, *, method: str = "mondrian",
               strict: bool = True, sensitive: str | None = None, l: int | None = None,
               hierarchies: dict | None = None, kinds: dict[str, str] | None = None, seed=None,
               shared: list[str] | None = None, **method_options) -> Release:
     """k-anonymous release of ``frame`` over ``quasi_identifiers`` with the chosen method; see module docs."""
-    frame = _as_frame(frame)
+    frame = as_frame(frame, "anonymize()")
     qis = [quasi_identifiers] if isinstance(quasi_identifiers, str) else list(quasi_identifiers)
     if method not in METHODS:
         raise ArgumentError(f"unknown anonymization method {method!r}; choose one of {METHODS}")

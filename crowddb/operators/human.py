@@ -545,8 +545,11 @@ class HumanOperatorRun:
         from ..truth import discover
 
         # seeded by the operator's signature, not the run: the same answers always aggregate to the same result
-        result = discover(answers, object="item_id", source="worker_id", value="answer",
-                          method=self.op.aggregation, seed=int(self._signature()[:8], 16))
+        try:
+            result = discover(answers, object="item_id", source="worker_id", value="answer",
+                              method=self.op.aggregation, seed=int(self._signature()[:8], 16))
+        except CrowdDBError as err:  # the truth layer names the method; the user called the operator
+            raise type(err)(f"{self.op.name}: aggregating the answers: {err}") from None
         out = result.objects.rename(columns={"object": "item_id", "truth": "answer"})
         return out[["item_id", "answer"]]
 

@@ -4,8 +4,9 @@ its rows: a DataFrame, or (ANONYMIZE) a query DuckDB runs over the input and the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import duckdb
@@ -17,7 +18,7 @@ from sqlglot import exp
 from .. import _sql
 from .._duck import setting
 from ..arguments import NUMBER, REQUIRED, SEED, Param, bind, check_finite
-from ..errors import ArgumentError, EmptyInputError, UnknownColumnError
+from ..errors import ArgumentError, CrowdDBError, EmptyInputError, PrivacyError, UnknownColumnError
 from ..store import TableRoles
 from .context import OperatorContext
 
@@ -106,6 +107,22 @@ def _seed(ctx: OperatorContext, seed: int | None) -> int | None:
     return int(np.random.default_rng([ctx.seed, len(ctx.reports) + 1]).integers(2**31))
 
 
+@contextlib.contextmanager
+def _named(name: str) -> Iterator[None]:
+    """The algorithm layer's errors (which name methods and Python arguments, never SQL) re-raised as the same class
+    with the table function's name in front: ``TRUTH_DISCOVER: mv: the input has no answers``."""
+    try:
+        yield
+    except CrowdDBError as err:
+        raise type(err)(f"{name}: {err}") from None
+
+
+def _where(column: str, test: str) -> str:
+    """A WHERE clause to suggest: ``test`` is 'IS NOT NULL' or 'isfinite' (the column's name quoted)."""
+    name = _sql.column(column).sql(_sql.DIALECT)
+    return f"WHERE {name} IS NOT NULL" if test == "IS NOT NULL" else f"WHERE {test}({name})"
+
+
 # ------------------------------------------------------------------------------------------ TRUTH_DISCOVER
 def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
                    ) -> pd.DataFrame:
@@ -124,10 +141,21 @@ def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any]
     args = bind("TRUTH_DISCOVER", {k: v for k, v in named.items() if k in spec}, spec)
     if args["output"] not in ("objects", "sources"):
         raise ArgumentError(f"TRUTH_DISCOVER: output must be 'objects' or 'sources', got {args['output']!r}")
+    # checked here, not left to discover(), whose messages suggest Python's perturb=... and dropna=True
+    if args["perturb"] is None and (args["epsilon"] is not None or args["delta"] is not None):
+        raise PrivacyError("TRUTH_DISCOVER: epsilon/delta were given but no perturb mechanism; pass "
+                           "perturb := 'laplace'|'rr'|'mf'|'gaussian'")
     frame = _read_columns("TRUTH_DISCOVER", rows, {r: args[r] for r in ("object", "source", "value")})
-    result = discover(frame, object=args["object"], source=args["source"], value=args["value"],
-                      method=args["method"], perturb=args["perturb"], epsilon=args["epsilon"], delta=args["delta"],
-                      seed=_seed(ctx, args["seed"]), tol=args["tol"], max_iter=args["max_iter"], options=options)
+    nulls = frame[args["value"]].isna()
+    if nulls.any():
+        raise ArgumentError(f"TRUTH_DISCOVER: {int(nulls.sum())} answers have a NULL/NaN value (first on object "
+                            f"{frame[args['object']][nulls].iloc[0]!r}); filter them out (e.g. "
+                            f"{_where(args['value'], 'IS NOT NULL')})")
+    with _named("TRUTH_DISCOVER"):
+        result = discover(frame, object=args["object"], source=args["source"], value=args["value"],
+                          method=args["method"], perturb=args["perturb"], epsilon=args["epsilon"],
+                          delta=args["delta"], seed=_seed(ctx, args["seed"]), tol=args["tol"],
+                          max_iter=args["max_iter"], options=options)
     report = {"operator": "TRUTH_DISCOVER", "method": result.method, "iterations": result.n_iter,
               "objects": len(result.objects), "sources": len(result.sources)}
     if result.privacy:
@@ -163,9 +191,15 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
     values = frame[args["value"]]
     if not pd.api.types.is_numeric_dtype(values):
         raise ArgumentError(f"PRIVATE_SYNTH: value column {args['value']!r} must be numeric, got {values.dtype}")
+    x = values.to_numpy(dtype=float)
+    bad = ~np.isfinite(x)
+    if bad.any():  # checked here for the SQL hint; synthesize() says it in Python terms
+        raise ArgumentError(f"PRIVATE_SYNTH: {int(bad.sum())} claim value(s) are NaN or infinite; filter them first "
+                            f"(e.g. {_where(args['value'], 'isfinite')})")
     options = {k: v for k, v in args.items() if k not in ("object", "source", "value", "seed")}
-    result = synthesize(frame[args["object"]].to_numpy(), frame[args["source"]].to_numpy(),
-                        values.to_numpy(dtype=float), seed=_seed(ctx, args["seed"]), **options)
+    with _named("PRIVATE_SYNTH"):
+        result = synthesize(frame[args["object"]].to_numpy(), frame[args["source"]].to_numpy(), x,
+                            seed=_seed(ctx, args["seed"]), **options)
     summary = dict(result.summary)
     report = {"operator": "PRIVATE_SYNTH", **{k: v for k, v in summary.items() if k != "parameters"},
               "guarantee": summary.get("guarantee", summary.get("scope")),

@@ -83,31 +83,31 @@ def _check(m: int, k: int, gamma: float, epsilon0: float, method: str, weights: 
     """Raise ArgumentError for any out-of-range parameter, naming it."""
     def integer(name: str, v: Any, lo: int) -> None:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise ArgumentError(f"PRIVATE_SYNTH: {name} must be an integer >= {lo}, got {v!r}")
+            raise ArgumentError(f"{name} must be an integer >= {lo}, got {v!r}")
     integer("m", m, 1)
     integer("k", k, 1)
     if max_attempts is not None:
         integer("max_attempts", max_attempts, 1)
     if method not in METHODS:
-        raise ArgumentError(f"PRIVATE_SYNTH: method must be one of {METHODS}, got {method!r}")
+        raise ArgumentError(f"method must be one of {METHODS}, got {method!r}")
     if weights not in WEIGHTS:
-        raise ArgumentError(f"PRIVATE_SYNTH: weights must be one of {WEIGHTS}, got {weights!r}")
+        raise ArgumentError(f"weights must be one of {WEIGHTS}, got {weights!r}")
     if small_objects not in SMALL:
-        raise ArgumentError(f"PRIVATE_SYNTH: small_objects must be one of {SMALL}, got {small_objects!r}")
+        raise ArgumentError(f"small_objects must be one of {SMALL}, got {small_objects!r}")
     if not (isinstance(gamma, (int, float, np.number)) and math.isfinite(gamma) and gamma > 1):
-        raise ArgumentError(f"PRIVATE_SYNTH: gamma must be a finite number > 1, got {gamma!r}")
+        raise ArgumentError(f"gamma must be a finite number > 1, got {gamma!r}")
     if not (isinstance(epsilon0, (int, float, np.number)) and math.isfinite(epsilon0) and epsilon0 > 0):
-        raise ArgumentError(f"PRIVATE_SYNTH: epsilon0 must be a finite number > 0, got {epsilon0!r}")
+        raise ArgumentError(f"epsilon0 must be a finite number > 0, got {epsilon0!r}")
     if epsilon is not None and not (isinstance(epsilon, (int, float, np.number)) and epsilon > 0):
-        raise ArgumentError(f"PRIVATE_SYNTH: epsilon must be a number > 0, got {epsilon!r}")
+        raise ArgumentError(f"epsilon must be a number > 0, got {epsilon!r}")
     if t is not None:
         integer("t", t, 1)
         if t >= k:
-            raise ArgumentError(f"PRIVATE_SYNTH: t must satisfy 1 <= t < k (Theorem 2), got t={t}, k={k}")
+            raise ArgumentError(f"t must satisfy 1 <= t < k (Theorem 2), got t={t}, k={k}")
     if not 0 <= weight_floor < 1:
-        raise ArgumentError(f"PRIVATE_SYNTH: weight_floor must be in [0, 1), got {weight_floor!r}")
+        raise ArgumentError(f"weight_floor must be in [0, 1), got {weight_floor!r}")
     if not (isinstance(composition_delta, (int, float, np.number)) and 0 < composition_delta < 1):
-        raise ArgumentError(f"PRIVATE_SYNTH: composition_delta must be in (0, 1), got {composition_delta!r}")
+        raise ArgumentError(f"composition_delta must be in (0, 1), got {composition_delta!r}")
 
 
 def _quantiles(hampel_quantiles: Any) -> tuple[float, float, float]:
@@ -117,7 +117,7 @@ def _quantiles(hampel_quantiles: Any) -> tuple[float, float, float]:
     except (TypeError, ValueError):
         q = ()
     if len(q) != 3 or not all(math.isfinite(v) for v in q) or not 0 <= q[0] < q[1] < q[2] <= 100:
-        raise ArgumentError("PRIVATE_SYNTH: hampel_quantiles must be three percentiles p1 < p2 < p3 in [0, 100], "
+        raise ArgumentError("hampel_quantiles must be three percentiles p1 < p2 < p3 in [0, 100], "
                             f"got {hampel_quantiles!r}")
     return q  # type: ignore[return-value]
 
@@ -128,17 +128,17 @@ def _arrays(objects: Any, sources: Any, values: Any) -> tuple[np.ndarray, np.nda
     try:
         x = np.asarray(values, dtype=float).ravel()
     except (TypeError, ValueError) as e:
-        raise ArgumentError(f"PRIVATE_SYNTH: value column must be numeric ({e})") from None
+        raise ArgumentError(f"value column must be numeric ({e})") from None
     if not (o.size == s.size == x.size):
-        raise ArgumentError(f"PRIVATE_SYNTH: object, source and value lengths differ ({o.size}, {s.size}, {x.size})")
+        raise ArgumentError(f"object, source and value lengths differ ({o.size}, {s.size}, {x.size})")
     if x.size == 0:
-        raise EmptyInputError("PRIVATE_SYNTH: the input has no claims")
+        raise EmptyInputError("the input has no claims")
     bad = ~np.isfinite(x)
     if bad.any():
-        raise ArgumentError(f"PRIVATE_SYNTH: {int(bad.sum())} claim value(s) are NaN or infinite; filter them first "
-                            f"(e.g. WHERE value IS NOT NULL)")
+        raise ArgumentError(f"{int(bad.sum())} claim value(s) are NaN or infinite; filter them first "
+                            "(e.g. keep only the claims where np.isfinite(value))")
     if pd.isna(pd.Series(o)).any() or pd.isna(pd.Series(s)).any():
-        raise ArgumentError("PRIVATE_SYNTH: object and source labels must not be NULL")
+        raise ArgumentError("object and source labels must not be NULL")
     oc, ou = pd.factorize(o, sort=False)
     sc, su = pd.factorize(s, sort=False)
     return oc.astype(np.int64), sc.astype(np.int64), x, np.asarray(ou, dtype=object), len(su)
@@ -152,11 +152,11 @@ def _bandwidths(b: Batch, bandwidth: Any, labels: np.ndarray, cell: float) -> np
         try:
             h = np.array([float(bandwidth[labels[o]]) for o in b.objs])
         except KeyError as e:
-            raise ArgumentError(f"PRIVATE_SYNTH: bandwidth mapping has no entry for object {e.args[0]!r}") from None
+            raise ArgumentError(f"bandwidth mapping has no entry for object {e.args[0]!r}") from None
     else:
         h = np.full(b.objs.size, float(bandwidth))
     if not np.all(np.isfinite(h) & (h > 0)):
-        raise ArgumentError(f"PRIVATE_SYNTH: bandwidth must be > 0, got {bandwidth!r}")
+        raise ArgumentError(f"bandwidth must be > 0, got {bandwidth!r}")
     return h
 
 
@@ -176,12 +176,12 @@ def synthesize(objects: Any, sources: Any, values: Any, m: int = 30, k: int = 5,
            composition_delta)
     hq = _quantiles(hampel_quantiles)
     if global_loss not in GLOBAL_LOSSES:
-        raise ArgumentError(f"PRIVATE_SYNTH: global_loss must be one of {GLOBAL_LOSSES}, got {global_loss!r}")
+        raise ArgumentError(f"global_loss must be one of {GLOBAL_LOSSES}, got {global_loss!r}")
     if hampel_center not in HAMPEL_CENTERS:
-        raise ArgumentError(f"PRIVATE_SYNTH: hampel_center must be one of {HAMPEL_CENTERS}, got {hampel_center!r}")
+        raise ArgumentError(f"hampel_center must be one of {HAMPEL_CENTERS}, got {hampel_center!r}")
     obj, src, x, labels, n_src = _arrays(objects, sources, values)
     if resolution is not None and not (math.isfinite(resolution) and resolution > 0):
-        raise ArgumentError(f"PRIVATE_SYNTH: resolution must be > 0, got {resolution!r}")
+        raise ArgumentError(f"resolution must be > 0, got {resolution!r}")
     cell = float(resolution) if resolution is not None else decimal_resolution(x)
     rng = make_rng(seed)
     n_obj = labels.size
@@ -366,11 +366,11 @@ def _basic(obj: np.ndarray, x: np.ndarray, labels: np.ndarray, counts: np.ndarra
         try:
             sens = np.array([float(sensitivity[lab]) for lab in labels])
         except KeyError as e:
-            raise ArgumentError(f"PRIVATE_SYNTH: sensitivity mapping has no entry for object {e.args[0]!r}") from None
+            raise ArgumentError(f"sensitivity mapping has no entry for object {e.args[0]!r}") from None
     else:
         sens = None if sensitivity is None else np.full(n_obj, float(sensitivity))
     if sens is not None and not np.all(np.isfinite(sens) & (sens > 0)):
-        raise ArgumentError(f"PRIVATE_SYNTH: sensitivity must be > 0, got {sensitivity!r}")
+        raise ArgumentError(f"sensitivity must be > 0, got {sensitivity!r}")
     noisy, _ = laplace_release(obj, x, n_obj, eps, sens, cell, rng)
     order = np.argsort(obj, kind="stable")
     rows = pd.DataFrame({"object": labels[obj[order]], "value": np.round(noisy[order], _decimals(cell) + 2)})

@@ -59,7 +59,7 @@ def global_weights(batches: list[Batch], grams: list[np.ndarray], n_sources: int
     claims gets a lower weight. loss='mean' (not in the paper) divides each source's loss by its number of claims.
     """
     if loss not in GLOBAL_LOSSES:
-        raise ArgumentError(f"PRIVATE_SYNTH: global_loss must be one of {GLOBAL_LOSSES}, got {loss!r}")
+        raise ArgumentError(f"global_loss must be one of {GLOBAL_LOSSES}, got {loss!r}")
     n_claims = np.zeros(n_sources)
     for b in batches:
         n_claims += np.bincount(b.src[b.mask], minlength=n_sources)
@@ -161,7 +161,7 @@ def hampel_thresholds(K: np.ndarray, mask: np.ndarray,
     """(q1, q2, q3) per object: percentiles of the residual norms at the kernel median (or, center='kde', at the
     unweighted KDE), each (B, 1)."""
     if center not in HAMPEL_CENTERS:
-        raise ArgumentError(f"PRIVATE_SYNTH: hampel_center must be one of {HAMPEL_CENTERS}, got {center!r}")
+        raise ArgumentError(f"hampel_center must be one of {HAMPEL_CENTERS}, got {center!r}")
     r = kernel_median_residuals(K, mask) if center == "median" else _residuals(K, _normalize(np.ones(mask.shape), mask))
     return tuple(row_percentile(r, mask, p)[:, None] for p in quantiles)
 

@@ -103,17 +103,17 @@ def encode_answers(
     if not (len(o) == len(s) == len(v)):
         raise ArgumentError(f"object, source and value must have the same length, got {len(o)}, {len(s)}, {len(v)}")
     if len(o) == 0:
-        raise EmptyInputError(f"TRUTH_DISCOVER({method}): the input has no answers")
+        raise EmptyInputError(f"{method}: the input has no answers")
     if _is_null(o).any():
-        raise ArgumentError(f"TRUTH_DISCOVER({method}): {int(_is_null(o).sum())} answers have a NULL object")
+        raise ArgumentError(f"{method}: {int(_is_null(o).sum())} answers have a NULL object")
     if _is_null(s).any():
-        raise ArgumentError(f"TRUTH_DISCOVER({method}): {int(_is_null(s).sum())} answers have a NULL source")
+        raise ArgumentError(f"{method}: {int(_is_null(s).sum())} answers have a NULL source")
     null_v = _is_null(v)
     if null_v.any():
         if not dropna:
             first = o[null_v].iloc[0]
             raise ArgumentError(
-                f"TRUTH_DISCOVER({method}): {int(null_v.sum())} answers have a NULL/NaN value (first on object {first!r}); "
+                f"{method}: {int(null_v.sum())} answers have a NULL/NaN value (first on object {first!r}); "
                 "filter them out or pass dropna=True"
             )
         keep_objects = pd.unique(o)
@@ -121,11 +121,11 @@ def encode_answers(
         missing = pd.Index(keep_objects).difference(pd.Index(pd.unique(o)))
         if len(missing):
             raise ArgumentError(
-                f"TRUTH_DISCOVER({method}): {len(missing)} objects have no answers once NULL values are dropped "
+                f"{method}: {len(missing)} objects have no answers once NULL values are dropped "
                 f"(e.g. {list(missing[:5])!r}); there is nothing to infer their truth from"
             )
     if len(o) == 0:
-        raise EmptyInputError(f"TRUTH_DISCOVER({method}): the input has no non-NULL answers")
+        raise EmptyInputError(f"{method}: the input has no non-NULL answers")
 
     if kind == "numeric":
         if not (pd.api.types.is_numeric_dtype(v.dtype) and not pd.api.types.is_bool_dtype(v.dtype)):
@@ -136,24 +136,24 @@ def encode_answers(
                     raise TypeError
             except (TypeError, ValueError):
                 raise ArgumentError(
-                    f"TRUTH_DISCOVER({method}): method {method!r} is numeric but the value column holds "
+                    f"{method}: method {method!r} is numeric but the value column holds "
                     f"{v.dtype} values such as {v.iloc[0]!r}; use a categorical method ('mv', 'ds', 'crh_categorical', ...)"
                 ) from None
         val = v.to_numpy(dtype=np.float64)
         bad = ~np.isfinite(val)
         if bad.any():
             raise ArgumentError(
-                f"TRUTH_DISCOVER({method}): {int(bad.sum())} values are NaN or infinite (first on object {o[bad].iloc[0]!r})"
+                f"{method}: {int(bad.sum())} values are NaN or infinite (first on object {o[bad].iloc[0]!r})"
             )
         classes = None
     else:
         if pd.api.types.is_float_dtype(v.dtype):
             fv = v.to_numpy(dtype=np.float64)
             if not np.isfinite(fv).all():
-                raise ArgumentError(f"TRUTH_DISCOVER({method}): the value column holds NaN or infinite values")
+                raise ArgumentError(f"{method}: the value column holds NaN or infinite values")
             if not np.all(fv == np.round(fv)):
                 raise ArgumentError(
-                    f"TRUTH_DISCOVER({method}): method {method!r} is categorical but the value column holds "
+                    f"{method}: method {method!r} is categorical but the value column holds "
                     f"non-integral numbers such as {fv[fv != np.round(fv)][0]!r}; use a numeric method "
                     "('mean', 'median', 'crh', 'catd', 'gtm') or cast the labels to text"
                 )

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from crowddb._frames import as_frame
 from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
 from crowddb.truth.base import TruthMethod, encode_answers, get_method, value_kind
 from crowddb.truth.ldp import PERTURBATIONS, check_epsilon, perturbation_options
@@ -74,7 +75,7 @@ def _route_options(cls: type[TruthMethod], perturb: str | None, p_names: tuple[s
         else:
             where = f"method {cls.name!r}" + (f" and perturb {perturb!r}" if perturb is not None else "")
             raise ArgumentError(
-                f"TRUTH_DISCOVER: unknown option {name!r} for {where}; options of the method: {list(m_names)}"
+                f"unknown option {name!r} for {where}; options of the method: {list(m_names)}"
                 + (f", of the perturbation: {list(p_names)}" if perturb is not None else "")
             )
     return method_kw, perturb_kw
@@ -83,15 +84,7 @@ def _route_options(cls: type[TruthMethod], perturb: str | None, p_names: tuple[s
 def _columns(data: Any, object: str, source: str, value: str) -> tuple[Any, Any, Any]:
     if isinstance(data, (tuple, list)) and len(data) == 3:
         return data[0], data[1], data[2]
-    if isinstance(data, dict):
-        data = pd.DataFrame(data)
-    if not isinstance(data, pd.DataFrame):
-        if hasattr(data, "to_pandas"):  # pyarrow Table / polars
-            data = data.to_pandas()
-        elif hasattr(data, "df"):  # DuckDB relation
-            data = data.df()
-        else:
-            raise ArgumentError(f"discover() needs a DataFrame or (objects, sources, values), got {type(data).__name__}")
+    data = as_frame(data, "discover()", ", or a tuple (objects, sources, values)")
     for role, col in (("object", object), ("source", source), ("value", value)):
         if col not in data.columns:
             raise UnknownColumnError(f"{role} column {col!r} not in input columns {list(data.columns)!r}")
