@@ -283,6 +283,7 @@ class CrowdDB:
         # the answers of the last crowd relations db.sql() returned, and the Python objects they read
         self._kept_temps: list[tuple[Planner, Scans]] = []
         self._last_scan: tuple[str, frozenset[str], _Scan] | None = None
+        self._scan_names: tuple[frozenset[str] | None, frozenset[str]] = (None, frozenset())
 
     # --------------------------------------------------------------------------------------- lifecycle
     def close(self) -> None:
@@ -322,7 +323,10 @@ class CrowdDB:
     # ------------------------------------------------------------------------------------------- queries
     def _scan(self, query: str) -> _Scan:
         """What the tokens of ``query`` say: does it call a crowd operator, may it carry roles (see ``_scan_text``)."""
-        names = frozenset({*self.registry.names(), *TABLE_FUNCTIONS})
+        registered = self.registry.name_set()
+        if self._scan_names[0] is not registered:  # a new operator was registered since the last query
+            self._scan_names = (registered, registered | _TABLE_FUNCTION_NAMES)
+        names = self._scan_names[1]
         last = self._last_scan
         if last is not None and last[0] is query and last[1] == names:
             return last[2]

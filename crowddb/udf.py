@@ -284,6 +284,7 @@ class Registry:
 
     def __init__(self, paths: Iterable[str | Path] = ()) -> None:
         self._ops: dict[str, HumanOperator] = {}
+        self._names: frozenset[str] = frozenset()
         for path in (shipped_dir("udfs"), *paths):
             self.add_path(path)
 
@@ -307,6 +308,7 @@ class Registry:
     def add(self, op: HumanOperator) -> None:
         """Register (or replace) one operator."""
         self._ops[op.name.lower()] = op
+        self._names = frozenset(self._ops)
 
     def get(self, name: str) -> HumanOperator:
         try:
@@ -319,3 +321,7 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._ops)
+
+    def name_set(self) -> frozenset[str]:
+        """The registered names (lower case), kept up to date by ``add``: every query's text is checked against it."""
+        return self._names
