@@ -90,6 +90,16 @@ class _Source:
 
 
 @dataclasses.dataclass
+class Step:
+    """One step of a statement's plan: a table function (``node`` is its FROM item), or a SELECT (``node``) whose
+    human ``calls`` run together on its rows."""
+
+    node: exp.Expression
+    name: str
+    calls: list[exp.Anonymous]
+
+
+@dataclasses.dataclass
 class _BoundCall:
     """A human operator call bound to its definition (``Planner.bind``)."""
 
@@ -127,26 +137,59 @@ class Planner:
 
     # ------------------------------------------------------------------------------------------------ main
     def rewrite(self, tree: exp.Expression) -> exp.Expression:
-        """Run every crowd operator of ``tree`` (innermost first) and return the rewritten tree."""
-        for _ in range(10_000):
-            ready = self._next_ready(tree)
+        """Plan ``tree``'s crowd operators, then run them in the plan's order; returns the rewritten tree."""
+        for step in self.plan(tree):
+            self.execute(step)
+        return tree
+
+    def plan(self, tree: exp.Expression) -> list[Step]:
+        """The statement's crowd operators as an ordered list of steps, innermost first: a table function, or a
+        SELECT with its human calls (tuple operators, then group operators), each call bound to its definition.
+        Pure: nothing runs, so a misplaced or nested operator is refused before the first step publishes anything."""
+        steps: list[Step] = []
+        inputs = [n.this.expressions[0] for n in tree.walk() if self.is_table_function(n)
+                  and n.this.expressions and isinstance(n.this.expressions[0], exp.Column)]
+        unread = CteScopes(tree).unread(tree, inputs) if isinstance(tree, TRAVERSABLES) else []
+        # DuckDB never runs a CTE nothing reads: neither do its crowd operators (they would publish and pay for rows
+        # no result shows)
+        done = {id(n) for cte in unread for n in self.crowd_nodes(cte)}
+        while len(steps) <= 10_000:
+            ready = self._next_ready(tree, done)
             if ready is None:
-                return tree
+                return steps
             if self.is_table_function(ready):
-                self._run_table_function(ready)
-            else:
-                self._run_scope(ready)
+                steps.append(Step(ready, ready.this.name.upper(), []))
+                done.add(id(ready))
+                continue
+            calls = [n for n in self.crowd_nodes(ready) if self.is_human(n) and self._scope_of(n) is ready]
+            for call in calls:
+                if any(self.crowd_nodes(arg) for arg in call.expressions):
+                    raise ArgumentError(f"{call.name}: crowd operators cannot be nested inside its arguments")
+            calls.sort(key=lambda c: self.ctx.registry.get(c.name).kind == "group")
+            steps.append(Step(ready, ", ".join(c.name for c in calls), calls))
+            done.update(id(c) for c in calls)
         raise ArgumentError("too many crowd operators in one statement")  # pragma: no cover
 
-    def _next_ready(self, tree: exp.Expression) -> exp.Expression | None:
-        """A crowd node whose inputs hold no other crowd node: a table function, or a SELECT with human calls."""
-        nodes = self.crowd_nodes(tree)
+    def execute(self, step: Step) -> None:
+        """Run one step of the plan and splice its result into the tree."""
+        if step.calls:
+            self._run_scope(step.node, step.calls)
+        else:
+            self._run_table_function(step.node)
+
+    def _next_ready(self, tree: exp.Expression, done: set[int]) -> exp.Expression | None:
+        """A crowd node not ``done`` whose inputs hold no other pending crowd node: a table function, or a SELECT
+        with human calls."""
+        def pending(root: exp.Expression) -> list[exp.Expression]:
+            return [n for n in self.crowd_nodes(root) if id(n) not in done]
+
+        nodes = pending(tree)
         if not nodes:
             return None
         for node in sorted(nodes, key=lambda n: -n.depth):
             if self.is_table_function(node):
-                inner = [n for n in self.crowd_nodes(node.this) if n is not node]
-                if not inner and not self._pending_ctes(node):
+                inner = [n for n in pending(node.this) if n is not node]
+                if not inner and not self._pending_ctes(node, done):
                     return node
                 continue
             scope = node.find_ancestor(exp.Select)
@@ -155,8 +198,8 @@ class Planner:
             for arg in node.expressions:
                 if self.crowd_nodes(arg):
                     raise ArgumentError(f"{node.name}: crowd operators cannot be nested inside its arguments")
-            others = [n for n in self.crowd_nodes(scope) if not (self.is_human(n) and self._scope_of(n) is scope)]
-            if not others and not self._pending_ctes(scope):
+            others = [n for n in pending(scope) if not (self.is_human(n) and self._scope_of(n) is scope)]
+            if not others and not self._pending_ctes(scope, done):
                 return scope
         raise ArgumentError("cannot order the crowd operators of this statement (circular dependency)")
 
@@ -182,8 +225,10 @@ class Planner:
         ordered = [c for c in visible.values() if c.alias_or_name.lower() in seen]
         return ordered
 
-    def _pending_ctes(self, node: exp.Expression) -> bool:
-        return any(self.has_crowd(cte.this) for cte in self._referenced_ctes(node) if not _contains(cte, node))
+    def _pending_ctes(self, node: exp.Expression, done: set[int]) -> bool:
+        """Does ``node`` read a CTE (around it, not holding it) with a crowd operator not ``done`` yet?"""
+        return any(id(n) not in done for cte in self._referenced_ctes(node) if not _contains(cte, node)
+                   for n in self.crowd_nodes(cte.this))
 
     def _with_context(self, query: exp.Select, origin: exp.Expression) -> exp.Select:
         """``query`` with the CTEs it needs from around ``origin`` attached."""
@@ -261,8 +306,15 @@ class Planner:
         rows = self._input(query)  # the input once, in its order; read as far as needed
         roles = self._relation_roles(table_name, query, rows.columns)
         result = self.table_functions[name](self.ctx, rows, named, roles)
-        temp = self._arrow_view("tf", result)[0] if isinstance(result, ArrowRows) else \
-            self._temp_table("tf", frame=result)
+        if result.release is not None and not self.ctx.dry_run:  # explain() records nothing
+            release = result.release
+            result.report["release_id"] = self.ctx.store.log_release(
+                kind=release.kind, method=release.method, k=release.k, epsilon=release.epsilon, delta=release.delta,
+                params=release.params, metrics=release.metrics, objects=release.objects)
+        self.ctx.reports.append(result.report)
+        rows_out = result.rows
+        temp = self._arrow_view("tf", rows_out)[0] if isinstance(rows_out, ArrowRows) else \
+            self._temp_table("tf", frame=rows_out)
         alias = node.args.get("alias")
         replacement = exp.Table(this=exp.to_identifier(temp, quoted=True),
                                 alias=alias.copy() if alias else exp.TableAlias(
@@ -282,14 +334,9 @@ class Planner:
         return derived_roles(con, query, columns, self.temp_roles)
 
     # ----------------------------------------------------------------------------------- human operators
-    def _run_scope(self, scope: exp.Select) -> None:
-        """Run every human call whose SELECT is ``scope``: tuple operators first, then group operators."""
+    def _run_scope(self, scope: exp.Select, calls: list[exp.Anonymous]) -> None:
+        """Run the human ``calls`` whose SELECT is ``scope``, in the plan's order (tuple operators, then group)."""
         sources = _equated_roles(scope, self._prepare_sources(scope))
-        calls = [n for n in self.crowd_nodes(scope) if self.is_human(n) and self._scope_of(n) is scope]
-        for call in calls:
-            if any(self.crowd_nodes(arg) for arg in call.expressions):
-                raise ArgumentError(f"{call.name}: crowd operators cannot be nested inside its arguments")
-        calls.sort(key=lambda c: self.ctx.registry.get(c.name).kind == "group")
         for call in calls:
             self._run_call(scope, call, sources)
 
@@ -619,37 +666,64 @@ def answer_column(call: exp.Anonymous, value: exp.Expression) -> exp.Expression:
 
 
 def visible_ctes(node: exp.Expression) -> dict[str, exp.CTE]:
-    """The CTEs ``node`` can read, by sqlglot's scope analysis (``Scope.cte_sources``: every enclosing WITH, the
-    innermost winning; a CTE's body sees only the CTEs before it), keyed by lower-case name.
-
-    sqlglot compares names as written and DuckDB ignores their case, so the scopes are built over a copy whose
-    identifiers are lower-cased, and its CTEs are mapped back to the tree's own nodes (the copy has the same shape)."""
+    """The CTEs ``node`` can read (see ``CteScopes``), keyed by lower-case name."""
     top = None
     for ancestor in _ancestors(node):
         if isinstance(ancestor, TRAVERSABLES):
             top = ancestor
-    if top is None:
-        return {}
-    copy = top.copy()
-    pairs = list(zip(top.walk(), copy.walk()))
-    original = {id(c): o for o, c in pairs}
-    counterpart = next(c for o, c in pairs if o is node)
-    for ident in copy.find_all(exp.Identifier):
-        ident.set("this", ident.this.lower())
-    try:
-        scopes = {id(s.expression): s for s in traverse_scope(copy)}
-    except sqlglot.errors.SqlglotError as err:
-        raise SQLParseError(f"cannot tell which WITH names this query reads ({err}); name its CTEs apart from its "
-                            "tables") from None
-    scope = next((scopes[id(a)] for a in _ancestors(counterpart) if id(a) in scopes), None)
-    if scope is None:
-        return {}
-    out: dict[str, exp.CTE] = {}
-    for name, source in scope.cte_sources.items():
-        cte = source.expression.find_ancestor(exp.CTE) if isinstance(source, Scope) else None
-        if cte is not None and id(cte) in original:
-            out[name] = original[id(cte)]
-    return out
+    return {} if top is None else CteScopes(top).visible(node)
+
+
+class CteScopes:
+    """Which CTEs each node of a statement can read, by sqlglot's scope analysis (``Scope.cte_sources``: every
+    enclosing WITH, the innermost winning; a CTE's body sees only the CTEs before it).
+
+    sqlglot compares names as written and DuckDB ignores their case, so the scopes are built over a copy whose
+    identifiers are lower-cased, and its CTEs are mapped back to the tree's own nodes (the copy has the same shape)."""
+
+    def __init__(self, top: exp.Expression) -> None:
+        copy = top.copy()
+        pairs = list(zip(top.walk(), copy.walk()))
+        self._original = {id(c): o for o, c in pairs}
+        self._counterpart = {id(o): c for o, c in pairs}
+        for ident in copy.find_all(exp.Identifier):
+            ident.set("this", ident.this.lower())
+        try:
+            self._scopes = {id(s.expression): s for s in traverse_scope(copy)}
+        except sqlglot.errors.SqlglotError as err:
+            raise SQLParseError(f"cannot tell which WITH names this query reads ({err}); name its CTEs apart from "
+                                "its tables") from None
+
+    def visible(self, node: exp.Expression) -> dict[str, exp.CTE]:
+        counterpart = self._counterpart.get(id(node))
+        scope = None if counterpart is None else next(
+            (self._scopes[id(a)] for a in _ancestors(counterpart) if id(a) in self._scopes), None)
+        if scope is None:
+            return {}
+        out: dict[str, exp.CTE] = {}
+        for name, source in scope.cte_sources.items():
+            cte = source.expression.find_ancestor(exp.CTE) if isinstance(source, Scope) else None
+            if cte is not None and id(cte) in self._original:
+                out[name] = self._original[id(cte)]
+        return out
+
+    def unread(self, top: exp.Expression, inputs: list[exp.Column]) -> list[exp.CTE]:
+        """The CTEs of ``top`` that nothing reads: not the statement, nor a CTE it reads (transitively). ``inputs``:
+        table-function inputs, which name a CTE as a column argument."""
+        refs = [t for t in top.find_all(exp.Table) if not t.args.get("db")] + inputs
+        ctes = list(top.find_all(exp.CTE))
+        read: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for ref in refs:
+                if any(isinstance(a, exp.CTE) and id(a) not in read for a in _ancestors(ref.parent)):
+                    continue  # inside a CTE not (yet) known to be read
+                cte = self.visible(ref).get(ref.name.lower())
+                if cte is not None and id(cte) not in read:
+                    read.add(id(cte))
+                    changed = True
+        return [c for c in ctes if id(c) not in read]
 
 
 def _ancestors(node: exp.Expression):

@@ -1,6 +1,7 @@
 """Table functions: TRUTH_DISCOVER, PRIVATE_SYNTH and ANONYMIZE. Each binds its named arguments, reads from its
-input what its algorithm needs, calls the algorithm layer, logs its privacy report in ``crowddb_releases`` and returns
-its rows: a DataFrame, or (ANONYMIZE) a query DuckDB runs over the input and the small tables the algorithm made."""
+input what its algorithm needs, calls the algorithm layer and returns its rows (a DataFrame, or for ANONYMIZE an Arrow
+table DuckDB reads in place), its report and a description of what it released; the planner records the release in
+``crowddb_releases`` (a run, not explain()). A function writes nothing itself."""
 
 from __future__ import annotations
 
@@ -66,8 +67,32 @@ class ArrowRows:
     order: str | None = None
 
 
-#: (context, input, named arguments, the input's column roles) -> result rows
-TableFunction = Callable[[OperatorContext, TableInput, dict[str, Any], TableRoles], "pd.DataFrame | ArrowRows"]
+@dataclasses.dataclass
+class ReleaseEntry:
+    """What a table function released, for the record in crowddb_releases. The function only describes it; the
+    planner's executor writes it (explain() does not), so no function writes to the database itself."""
+
+    kind: str
+    method: str
+    k: int | None
+    epsilon: float | None
+    delta: float | None
+    params: dict[str, Any]
+    metrics: dict[str, Any]
+    objects: pd.DataFrame | None = None
+
+
+@dataclasses.dataclass
+class TableResult:
+    """A table function's rows, its report (``db.last_report``) and the release to record, if it made one."""
+
+    rows: pd.DataFrame | ArrowRows
+    report: dict[str, Any]
+    release: ReleaseEntry | None = None
+
+
+#: (context, input, named arguments, the input's column roles) -> its rows, report and release
+TableFunction = Callable[[OperatorContext, TableInput, dict[str, Any], TableRoles], TableResult]
 
 
 def _check_values(name: str, named: dict[str, Any]) -> None:
@@ -86,16 +111,6 @@ def _read_columns(name: str, rows: TableInput, columns: dict[str, str]) -> pd.Da
     if len(frame) == 0:
         raise EmptyInputError(f"{name}: the input has no rows")
     return frame
-
-
-def _log_release(ctx: OperatorContext, kind: str, method: str, k: int | None, epsilon: float | None,
-                 delta: float | None, params: dict[str, Any], metrics: dict[str, Any],
-                 objects: pd.DataFrame | None = None) -> int | None:
-    """The release on record in crowddb_releases (not in a dry run); returns its id."""
-    if ctx.dry_run:
-        return None
-    return ctx.store.log_release(kind=kind, method=method, k=k, epsilon=epsilon, delta=delta, params=params,
-                                 metrics=metrics, objects=objects)
 
 
 def _seed(ctx: OperatorContext, seed: int | None) -> int | None:
@@ -125,7 +140,7 @@ def _where(column: str, test: str) -> str:
 
 # ------------------------------------------------------------------------------------------ TRUTH_DISCOVER
 def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
-                   ) -> pd.DataFrame:
+                   ) -> TableResult:
     """TRUTH_DISCOVER(input, object :=, source :=, value :=, method := 'auto', output := 'objects'|'sources',
     perturb :=, epsilon :=, delta :=, seed :=, tol :=, max_iter :=, <option> := ...): any other named argument is
     an option of the method (e.g. CRH's ``loss := 'absolute'``) or of the perturbation (e.g. MF's ``d := 5``)."""
@@ -158,21 +173,21 @@ def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any]
                           max_iter=args["max_iter"], options=options)
     report = {"operator": "TRUTH_DISCOVER", "method": result.method, "iterations": result.n_iter,
               "objects": len(result.objects), "sources": len(result.sources)}
+    release = None
     if result.privacy:
         report.update(result.privacy)
-    ctx.reports.append(report)
-    if result.privacy:
-        _log_release(ctx, "perturbation", str(result.privacy.get("mechanism")), None, result.privacy.get("epsilon"),
-                     result.privacy.get("delta"), {**{k: v for k, v in args.items() if k != "seed"}, **options}, report)
+        release = ReleaseEntry("perturbation", str(result.privacy.get("mechanism")), None,
+                               result.privacy.get("epsilon"), result.privacy.get("delta"),
+                               {**{k: v for k, v in args.items() if k != "seed"}, **options}, dict(report))
     out = result.objects if args["output"] == "objects" else result.sources
     if result.privacy:  # the privacy parameters travel next to the result
         out = out.assign(epsilon=result.privacy.get("epsilon"), delta=result.privacy.get("delta"))
-    return out.reset_index(drop=True)
+    return TableResult(out.reset_index(drop=True), report, release)
 
 
 # ------------------------------------------------------------------------------------------- PRIVATE_SYNTH
 def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
-                  ) -> pd.DataFrame:
+                  ) -> TableResult:
     """PRIVATE_SYNTH(input, object :=, source :=, value :=, m := 30, k := 5, gamma := 4.0, epsilon0 := 1.0, ...)."""
     from ..synth import synthesize
     from ..synth.accounting import COMPOSITION_DELTA
@@ -207,18 +222,15 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
     # the log's epsilon/delta are the release's guarantee (composed); the per-value figures are in the metrics
     log = result.report[["object", "n_claims", "released", "rows", "reached_m", "tried", "rejected", "epsilon",
                          "delta", "guarantee_holds", "reason"]].assign(object=lambda d: d["object"].astype(str))
-    release_id = _log_release(ctx, "synthesis", str(summary.get("method")), args["k"],
-                              summary.get("epsilon_release"), summary.get("delta_release"), options,
-                              {k: v for k, v in summary.items() if k != "parameters"}, objects=log)
-    if release_id is not None:
-        report["release_id"] = release_id
-    ctx.reports.append(report)
-    return result.rows[["object", "value"]].reset_index(drop=True)
+    release = ReleaseEntry("synthesis", str(summary.get("method")), args["k"], summary.get("epsilon_release"),
+                           summary.get("delta_release"), options,
+                           {k: v for k, v in summary.items() if k != "parameters"}, objects=log)
+    return TableResult(result.rows[["object", "value"]].reset_index(drop=True), report, release)
 
 
 # ----------------------------------------------------------------------------------------------- ANONYMIZE
 def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
-                    ) -> ArrowRows:
+                    ) -> TableResult:
     """ANONYMIZE(input, k := 10, method := 'mondrian', quasi_identifiers := [...], strict, sensitive, l, seed,
     hierarchies := {'column': 'path/to/arx.csv', ...}, keep_key := false): the k-anonymous release itself, rows
     shuffled (order reveals nothing). The input's key (its declared key, else a column named ``id``) identifies rows,
@@ -259,14 +271,14 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
                         sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
                         hierarchies=hierarchies)
     metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
-    ctx.reports.append({"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}",
-                        "key": key, "key_dropped": key_dropped})
-    _log_release(ctx, "anonymization", args["method"], args["k"], None, None,
-                 {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"], "hierarchies": hierarchies,
-                  "key": key, "key_dropped": key_dropped},
-                 metrics)
+    report = {"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}", "key": key,
+              "key_dropped": key_dropped}
+    entry = ReleaseEntry("anonymization", args["method"], args["k"], None, None,
+                         {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"],
+                          "hierarchies": hierarchies, "key": key, "key_dropped": key_dropped}, metrics)
     order = np.random.default_rng(seed).permutation(len(release.groups))
-    return _release_rows(rows, [c for c in rows.columns if not (key_dropped and c == key)], release, order)
+    kept = [c for c in rows.columns if not (key_dropped and c == key)]
+    return TableResult(_release_rows(rows, kept, release, order), report, entry)
 
 
 _POSITION = "__crowd_position"

@@ -1,0 +1,86 @@
+"""The planner plans a statement before it runs it: ``Planner.plan`` is the ordered list of steps (table functions and
+SELECTs with their human calls, innermost first), built without running anything, so a query that cannot run as a
+whole is refused before its first step publishes a HIT."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sqlglot
+
+import crowddb
+from crowddb.operators.table_functions import TABLE_FUNCTIONS
+from crowddb.planner import Planner
+
+from conftest import RecordingCrowd, people_frame
+
+
+@pytest.fixture
+def recorded():
+    crowd = RecordingCrowd(qualities=np.ones(10), seed=1)
+    with crowddb.connect(platform=crowd, seed=3, progress=False) as db:
+        db.load_frame("people", people_frame(), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
+                      ground_truth="job", key="id")
+        yield db, crowd
+
+
+def _plan(db, sql: str):
+    planner = Planner(db._context(sql), TABLE_FUNCTIONS)
+    return planner.plan(sqlglot.parse_one(sql, read="duckdb"))
+
+
+def test_steps_come_innermost_first_with_their_calls(recorded):
+    db, crowd = recorded
+    steps = _plan(db, "WITH a AS (SELECT * FROM ANONYMIZE(people, k := 5)) "
+                      "SELECT p.age, getcandidate(*, 'teacher'), getposition(*) FROM people p "
+                      "JOIN (SELECT id, getposition(*) AS g FROM people) q ON p.id = q.id GROUP BY p.age")
+    assert [s.name for s in steps] == ["getposition", "getposition, getcandidate"]  # the CTE is never read
+    assert [c.name for c in steps[1].calls] == ["getposition", "getcandidate"]  # tuple operators before group ones
+    steps = _plan(db, "WITH a AS (SELECT * FROM ANONYMIZE(people, k := 5)) SELECT getposition(*) FROM a")
+    assert [s.name for s in steps] == ["ANONYMIZE", "getposition"]
+    assert crowd.published == []  # planning publishes nothing
+    assert db.sql("SELECT count(*) FROM crowddb_hits").fetchall() == [(0,)]
+
+
+def test_a_query_that_cannot_run_whole_is_refused_before_its_first_step(recorded):
+    """The CTE's getposition would run (and pay) first if the statement were checked step by step."""
+    db, crowd = recorded
+    with pytest.raises(crowddb.errors.ArgumentError,
+                       match=r"^getposition: crowd operators cannot be nested inside its arguments$"):
+        db.sql("WITH a AS (SELECT age, sex, zip, getposition(*) AS g FROM people) "
+               "SELECT getposition(getposition(*)) FROM a")
+    assert crowd.published == []
+    assert db.sql("SELECT count(*) FROM crowddb_hits").fetchall() == [(0,)]
+
+
+def test_a_cte_nothing_reads_runs_no_operator(recorded):
+    """DuckDB never evaluates a CTE nothing reads; its crowd operators publish and pay nothing either, also when the
+    CTE is only read by another CTE nothing reads. A CTE read by a table function's input (a column argument) runs."""
+    db, crowd = recorded
+    got = db.sql("WITH a AS (SELECT getposition(*) AS g FROM people), b AS (SELECT * FROM a), "
+                 "C AS (SELECT age FROM people) SELECT count(*) FROM c").fetchall()
+    assert got == [(60,)]
+    assert crowd.published == []
+    assert db.sql("SELECT count(*) FROM crowddb_hits").fetchall() == [(0,)]
+    steps = _plan(db, "WITH a AS (SELECT age, sex, zip, getposition(*) AS g FROM people) "
+                      "SELECT * FROM ANONYMIZE(a, k := 5, quasi_identifiers := ['age'])")
+    assert [s.name for s in steps] == ["getposition", "ANONYMIZE"]
+    steps = _plan(db, "WITH a AS (SELECT getposition(*) AS g FROM people), b AS (SELECT * FROM A) "
+                      "SELECT * FROM (WITH a AS (SELECT 1 AS g) SELECT * FROM a) x, b")
+    assert [s.name for s in steps] == ["getposition"]  # the outer a, read through b (case ignored)
+    steps = _plan(db, "WITH a AS (SELECT getposition(*) AS g FROM people) "
+                      "SELECT * FROM (WITH a AS (SELECT 1 AS g) SELECT * FROM a) x")
+    assert steps == []  # the inner a shadows the outer one
+
+
+def test_table_functions_describe_their_release_and_the_executor_records_it(recorded):
+    """A table function writes nothing: explain() runs it and records no release; a run records it once, and its
+    report names the row."""
+    db, _ = recorded
+    db.explain("SELECT count(*) FROM ANONYMIZE(people, k := 5)")
+    assert db.sql("SELECT count(*) FROM crowddb_releases").fetchall() == [(0,)]
+    assert "release_id" not in db.last_plan.reports[0]
+    db.sql("SELECT count(*) FROM ANONYMIZE(people, k := 5)").fetchall()
+    rows = db.sql("SELECT release_id, kind, method, k FROM crowddb_releases").fetchall()
+    assert rows == [(1, "anonymization", "mondrian", 5)]
+    assert db.last_report[0]["release_id"] == 1 and db.last_report[0]["operator"] == "ANONYMIZE"
