@@ -184,6 +184,7 @@ class QueryPlan:
     query: str
     operators: list[OperatorPlan]
     reports: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    steps: list[str] = dataclasses.field(default_factory=list)  # the planner's steps, in the order they run
 
     @property
     def hits(self) -> int:
@@ -205,7 +206,7 @@ class QueryPlan:
     def __str__(self) -> str:
         if not self.operators and not self.reports:
             return "no crowd operator: the query runs in DuckDB unchanged"
-        lines = []
+        lines = [f"plan: {', '.join(f'{i}. {name}' for i, name in enumerate(self.steps, 1))}"] if self.steps else []
         for p in self.operators:
             lines.append(f"{p.operator} ({p.kind}): {p.input_rows} rows -> {p.items} items, {p.cached_items} cached; "
                          f"{p.hits} HITs, {p.assignments} assignments, est. ${p.estimated_cost:,.2f}"
@@ -469,7 +470,7 @@ class CrowdDB:
                 if rehearse and i < len(statements) - 1 and _rehearsable(rewritten):
                     self._rehearse(rewritten, bound, planner.temp_roles)
         planner.drop_temps()
-        plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
+        plan = QueryPlan(query, list(ctx.plans), list(ctx.reports), list(planner.steps))
         self.last_plan = plan
         return plan
 
@@ -559,7 +560,7 @@ class CrowdDB:
         except BaseException:
             planner.drop_temps()
             raise
-        self.last_plan = QueryPlan(query, list(ctx.plans), list(ctx.reports))
+        self.last_plan = QueryPlan(query, list(ctx.plans), list(ctx.reports), list(planner.steps))
         # the result reads the answers' temp tables (a relation each time it runs; a pending execute() result until it
         # is fetched, and dropping them now would replace it): they are kept for a few queries
         self._kept_temps.append((planner, scans))

@@ -120,6 +120,7 @@ class Planner:
         self.temp_roles: dict[str, TableRoles] = {}  # roles of the derived inputs this planner materialized
         self.temps: list[str] = []  # every temp table this planner made (inputs, answers, table-function results)
         self.views: list[str] = []  # every view over an Arrow table it made (table-function inputs and releases)
+        self.steps: list[str] = []  # the steps it ran, in order (explain() shows them)
 
     # ------------------------------------------------------------------------------------------- detection
     def is_human(self, node: exp.Expression) -> bool:
@@ -172,6 +173,7 @@ class Planner:
 
     def execute(self, step: Step) -> None:
         """Run one step of the plan and splice its result into the tree."""
+        self.steps.append(step.name)
         if step.calls:
             self._run_scope(step.node, step.calls)
         else:

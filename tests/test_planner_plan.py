@@ -84,3 +84,11 @@ def test_table_functions_describe_their_release_and_the_executor_records_it(reco
     rows = db.sql("SELECT release_id, kind, method, k FROM crowddb_releases").fetchall()
     assert rows == [(1, "anonymization", "mondrian", 5)]
     assert db.last_report[0]["release_id"] == 1 and db.last_report[0]["operator"] == "ANONYMIZE"
+
+
+def test_explain_shows_the_plans_steps(recorded):
+    db, _ = recorded
+    plan = db.explain("SELECT getposition(*), (SELECT count(*) FROM ANONYMIZE(people, k := 5)) AS n FROM people")
+    assert plan.steps == ["ANONYMIZE", "getposition"]
+    assert str(plan).splitlines()[0] == "plan: 1. ANONYMIZE, 2. getposition"
+    assert db.explain("SELECT 1").steps == []
