@@ -18,7 +18,7 @@ import pandas as pd
 
 from crowddb._random import make_rng
 from crowddb.anonymize.encoding import Encoding
-from crowddb.anonymize.generalize import Release, release_from_groups
+from crowddb.anonymize.generalize import Release, code_labels, release_from_groups
 from crowddb.anonymize.mondrian import mondrian_groups
 from crowddb.anonymize.samples import SampleGuard
 from crowddb.anonymize.synth import copula_samples
@@ -52,6 +52,19 @@ class CountingAsk:
         self.tuples += len(lo)
         self.calls += 1
         return out.astype(np.int64)
+
+
+def box_labels(enc: Encoding, lo: np.ndarray, hi: np.ndarray) -> pd.DataFrame:
+    """The published text of the boxes ``ask`` gets (in the numeric QI coding): one column per QI, each box shown
+    as its range / value-set label (a raw synthetic sample has lo == hi, so it shows its values)."""
+    shown = {}
+    for j, q in enumerate(enc.qis):
+        column = enc.columns[q]
+        lo_code = np.searchsorted(column.scale, lo[:, j] - 1e-9, side="left")
+        hi_code = np.searchsorted(column.scale, hi[:, j] + 1e-9, side="right") - 1
+        labels, inverse, _, _ = code_labels(column, lo_code, np.maximum(hi_code, lo_code))
+        shown[q] = np.asarray(labels, dtype=object)[inverse]
+    return pd.DataFrame(shown)
 
 
 def _slabs(cuts: list[np.ndarray], x: np.ndarray) -> np.ndarray:

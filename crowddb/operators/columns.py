@@ -1,0 +1,6 @@
+"""The fixed column names of a human operator's input frame (``HumanInput.frame``) and of its question items."""
+
+ROW_ID = "__crowd_row"      # position of the row in the operator's input
+GROUP_ID = "__crowd_group"  # group number (group operators)
+TRUTH = "__crowd_truth"     # hidden ground truth (never published; the simulated crowd's knowledge)
+KEY = "__crowd_key"         # the value a group operator returns for the chosen row

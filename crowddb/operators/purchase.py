@@ -1,0 +1,235 @@
+"""Buying and collecting the answers of one operator run: its row in crowddb_runs, the cache, the budget, the
+platform, and every purchase recorded through the store as it happens (write-ahead), so nothing is paid for twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from ..crowd import HitBatch, KnowledgeBase
+from ..errors import BudgetExceededError, CrowdDBError, PlatformError, UnknownHITError
+from .context import OperatorContext
+from .packing import hit_batch, hit_layout
+
+if TYPE_CHECKING:  # human.py imports this module
+    from .human import HumanInput, OperatorPlan
+
+
+class NoBar:
+    """Progress sink for purchases made outside the main progress bar (FKA's samples)."""
+
+    def update(self, n: int) -> None:
+        pass
+
+
+class Purchase:
+    """What one run buys, collects and spends, on record in the crowddb_* tables (see ``Store``)."""
+
+    def __init__(self, ctx: OperatorContext, call: HumanInput, question: str, domain: tuple[str, ...] | None) -> None:
+        self.ctx, self.call, self.op = ctx, call, call.op
+        self.question, self.domain = question, domain
+        self.store = ctx.store
+        if ctx.dry_run:  # explain(): nothing is written, the id is only a name
+            self.run_id = self.store.next_run_id()
+        else:  # runs whose process died are marked interrupted, then this run's row takes its id
+            self.store.reap_interrupted()
+            self.run_id = self.store.reserve_run(self.op.name, ctx.query, len(call.frame), int(self.op.k),
+                                                 self.op.anonymizer)
+        self.spent = 0.0
+        self._hit_seq = 0
+        self.bought: list[tuple[HitBatch, Any, pd.DataFrame]] = []
+        self._reserved = not ctx.dry_run  # this run's crowddb_runs row was written when it started
+        self._wrote_hits = False  # a HIT of this run is on record (then its row stays, even if the run fails)
+        self.awaited: dict[str, int] = {}  # dry run: HITs an earlier run posted (-> assignments), to collect
+
+    @property
+    def bought_hits(self) -> int:
+        return sum(len(b.hits) for b, _, _ in self.bought)
+
+    @property
+    def bought_assignments(self) -> int:
+        return sum(int(b.hits["assignments"].sum()) for b, _, _ in self.bought)
+
+    # ----------------------------------------------------------------------------------------------- budget
+    def budget(self) -> float | None:
+        """The tighter of the call's budget and what is left of the query's budget."""
+        limits = [b for b in (self.call.budget,
+                              None if self.ctx.budget is None else self.ctx.budget - self.ctx.spent) if b is not None]
+        return min(limits) if limits else None
+
+    def check_estimate(self, plan: OperatorPlan) -> None:
+        """Refuse a run whose estimated cost (beyond what it bought already) exceeds the budget, before it posts."""
+        op, budget = self.op, self.budget()
+        if budget is not None and self.spent + plan.estimated_cost - self.bought_assignments * op.cost_per_assignment \
+                > budget + 1e-9:
+            raise BudgetExceededError(
+                f"{op.name}: estimated cost ${plan.estimated_cost:,.2f} ({plan.assignments} assignments at "
+                f"${op.cost_per_assignment:.4f} each) exceeds the budget ${budget:,.2f}; nothing was published")
+
+    # ------------------------------------------------------------------------------------------ cache, HITs
+    def prepare(self, items: pd.DataFrame, round_no: int) -> tuple[pd.DataFrame, pd.Series, pd.DataFrame,
+                                                                   pd.DataFrame]:
+        """Cache lookup and HIT layout of a set of items: (cached answers, answers held per item, hits, layout)."""
+        if not self.ctx.dry_run:
+            self._collect_outstanding(items)
+        cached = self._cached(items)
+        have = cached.groupby(["item_key", "occurrence"]).size()
+        expected = have
+        if self.ctx.dry_run:  # a run collects HITs an earlier run posted for these items; it does not buy them again
+            posted = self._outstanding_hits(items)
+            self.awaited.update(zip(posted["hit_id"], posted["assignments"].astype(int)))
+            pending = posted.groupby(["item_key", "occurrence"])["assignments"].sum()
+            expected = have.add(pending, fill_value=0).astype(np.int64)
+        hits, layout = hit_layout(items, expected, self.op.assignments, self.op.tuples_per_hit, self.run_id,
+                                  self._hit_seq, round_no)
+        return cached, have, hits, layout
+
+    def _cached(self, items: pd.DataFrame) -> pd.DataFrame:
+        """Answers already bought for these items: item_key, occurrence, worker_id, answer (first A per item)."""
+        got = self.store.answers_for(items.drop_duplicates("item_id")[["item_key", "occurrence"]])
+        got["rank"] = got.groupby(["item_key", "occurrence"]).cumcount()
+        return got[got["rank"] < self.op.assignments].drop(columns="rank")
+
+    # -------------------------------------------------------------------------------------------------- buy
+    def buy(self, items: pd.DataFrame, cached: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame,
+            shown: pd.DataFrame, knowledge: KnowledgeBase | None, bar: Any, round_no: int) -> pd.DataFrame:
+        """Buy the missing answers of one round: returns every answer of its items (item_id, worker_id, answer)."""
+        op = self.op
+        spend = float(hits["assignments"].sum()) * op.cost_per_assignment if len(hits) else 0.0
+        budget = self.budget()
+        if budget is not None and self.spent + spend > budget + 1e-9:
+            raise BudgetExceededError(f"{op.name}: round {round_no} would bring the cost to "
+                                      f"${self.spent + spend:,.2f}, over the budget ${budget:,.2f}")
+        ident = items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence"]]
+        answers = [cached.merge(ident, on=["item_key", "occurrence"])[["item_id", "worker_id", "answer"]]]
+        if len(hits):
+            batch = hit_batch(items, hits, layout, shown, self.question, self.domain, op.reward, op.fee,
+                              next(iter(self.call.args.values()), None))  # a group operator's first argument (the job)
+            platform = self.ctx.platform
+            keys = layout.merge(ident, on="item_id")
+            ids = batch.hits["hit_id"].tolist()
+            self._record_posted(batch, keys)  # write-ahead: on record as 'publishing' before the platform is called
+            try:
+                with self._platform_errors(f"publishing {len(hits)} HITs (round {round_no})"):
+                    platform.publish(batch, knowledge=knowledge)
+            except BaseException:
+                self._resolve_publishing(ids)  # which of them did the platform get? the rest were never posted
+                raise
+            self.store.set_hit_status(ids, "published", was="publishing")  # from here on they are paid for
+            with self._platform_errors(f"collecting {len(hits)} HITs (round {round_no})"):
+                got = platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update)
+            got.answers = got.answers.merge(layout, on=["hit_id", "item_no"]).merge(ident, on="item_id")
+            self._record_collected(got.assignments, got.answers, op.reward, op.reward * op.fee)
+            self.bought.append((batch, got, keys))
+            self.spent += spend
+            self._hit_seq += len(hits)
+            answers.append(got.answers[["item_id", "worker_id", "answer"]])
+        return pd.concat(answers, ignore_index=True)
+
+    # ---------------------------------------------------------------------------------------------- persist
+    def persist(self, plan: OperatorPlan | None, metrics: dict[str, Any] | None, status: str = "completed") -> None:
+        """Write the run's totals and its release (one transaction); its purchases were written as they happened.
+        The query's spending grows by this run's."""
+        op = self.op
+        hits = [b.hits for b, _, _ in self.bought]
+        release = None
+        if metrics is not None:
+            release = {"method": op.anonymizer, "k": int(op.k), "metrics": metrics,
+                       "params": {"quasi_identifiers": list(self.call.quasi_identifiers)}}
+        self.store.finish_run(
+            self.run_id, hits=int(sum(len(h) for h in hits)), assignments=int(sum(h["assignments"].sum() for h in hits)),
+            cached_items=plan.cached_items if plan else 0, cost=round(self.spent, 4),
+            k=plan.k if plan else int(op.k), anonymizer=plan.anonymizer if plan else op.anonymizer, status=status,
+            release=release)
+        self.ctx.spent += self.spent
+
+    def fail(self, plan: OperatorPlan | None, metrics: dict[str, Any] | None) -> None:
+        """After an error: what was bought is still written, with the run marked 'failed', so it is not paid for
+        twice; a run that bought nothing leaves no row."""
+        if self._reserved and not self.ctx.dry_run:
+            if self._wrote_hits and self.store.run_has_hits(self.run_id):
+                self.persist(plan, metrics, status="failed")
+            else:
+                with contextlib.suppress(Exception):  # the run's own error is the one to report
+                    self.store.forget_run(self.run_id)
+
+    @contextlib.contextmanager
+    def _platform_errors(self, doing: str):
+        """A platform's own exceptions (a real marketplace's) become a PlatformError naming it and what it was doing."""
+        try:
+            yield
+        except CrowdDBError:
+            raise
+        except Exception as err:
+            raise PlatformError(f"{self.op.name}: platform {self.ctx.platform.name!r} failed while {doing}: "
+                                f"{type(err).__name__}: {err}") from err
+
+    # ---------------------------------------------------------------------- purchases, recorded as they happen
+    def _record_posted(self, batch: HitBatch, keys: pd.DataFrame) -> None:
+        """The HITs about to be posted, with exactly what they show, as 'publishing' (one transaction), before the
+        platform is called (write-ahead): a run that dies during or after publish() leaves them on record, and the
+        next run asks the platform which of them it has instead of posting anything again."""
+        hits = batch.hits.assign(
+            operator=self.op.name, run_id=self.run_id, platform=self.ctx.platform.name, status="publishing",
+            domain=json.dumps(list(self.domain)) if self.domain is not None else None,
+            n_items=batch.hits["hit_id"].map(batch.items.groupby("hit_id")["item_no"].nunique()))
+        items = batch.items.merge(keys[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
+        self.store.record_posted(self.run_id, hits, items, batch.published_columns, group=self.op.kind == "group")
+        self._wrote_hits = True
+
+    def _resolve_publishing(self, hit_ids: list[str]) -> list[str]:
+        """HITs on record as 'publishing' whose publication was never confirmed: the ones the platform has become
+        'published' (returned), the others were never posted and their records are dropped (the crowd saw nothing;
+        their items are bought normally). If the platform cannot be asked, they stay 'publishing' for a later run."""
+        if not hit_ids:
+            return []
+        try:
+            with self._platform_errors(f"asking about {len(hit_ids)} HITs whose publication was not confirmed"):
+                known = self.ctx.platform.known(list(hit_ids))
+        except PlatformError:  # cannot be asked now: they stay 'publishing', never posted again unasked
+            return []
+        posted = [h for h in hit_ids if h in known]
+        self.store.resolve_publishing(posted, [h for h in hit_ids if h not in known])
+        return posted
+
+    def _record_collected(self, assignments: pd.DataFrame, answers: pd.DataFrame, reward: Any, fee: Any,
+                          credit: bool = False) -> None:
+        """Collected HITs on record (``reward``/``fee``: per assignment, a number or an array aligned with it;
+        ``credit``: HITs an earlier run posted, added to that run's figures)."""
+        self.store.record_collected(assignments, answers, assignments.assign(reward=reward, fee=fee), credit=credit)
+
+    def _outstanding_hits(self, items: pd.DataFrame) -> pd.DataFrame:
+        """HITs an earlier run posted (or was posting) for these items and never collected (see Store)."""
+        return self.store.outstanding_hits(items.drop_duplicates("item_id")[["item_key", "occurrence"]],
+                                           self.op.name, self.ctx.platform.name)
+
+    def _collect_outstanding(self, items: pd.DataFrame) -> None:
+        """Collect HITs an earlier run posted for these items but never collected (it failed or was stopped), so
+        their answers are not bought twice; HITs the platform no longer knows are recorded as lost."""
+        platform = self.ctx.platform
+        outstanding = self._outstanding_hits(items).drop_duplicates("hit_id")
+        if not len(outstanding):
+            return
+        publishing = outstanding.loc[outstanding["status"] == "publishing", "hit_id"].tolist()
+        confirmed = set(self._resolve_publishing(publishing))
+        ids = [h for h, st in zip(outstanding["hit_id"], outstanding["status"])
+               if st == "published" or h in confirmed]
+        if not ids:
+            return
+        try:
+            with self._platform_errors(f"collecting {len(ids)} HITs posted by an earlier run"):
+                got = platform.collect(ids)
+        except UnknownHITError:
+            self.store.set_hit_status(ids, "lost")
+            return
+        known = self.store.hit_items(ids)
+        answers = got.answers.merge(known[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
+        price = got.assignments.merge(known.drop_duplicates("hit_id")[["hit_id", "reward", "fee"]], on="hit_id",
+                                      how="left")
+        self._record_collected(got.assignments, answers, price["reward"].to_numpy(), price["fee"].to_numpy(),
+                               credit=True)
