@@ -453,8 +453,8 @@ class CrowdDB:
 
     def _explain(self, query: str, params: Any, statements: list[exp.Expression]) -> QueryPlan:
         self._refuse_unreadable_commands(statements)  # what the run would refuse
-        ctx = self._context(query, dry_run=True)
-        planner = Planner(ctx, TABLE_FUNCTIONS)
+        ctx = self._context(query)
+        planner = Planner(ctx, TABLE_FUNCTIONS, estimating=True)
         rehearse = len(statements) > 1 and not in_transaction(self.con)
         with rolled_back(self.con, rehearse):
             for i, statement in enumerate(statements):
@@ -510,9 +510,9 @@ class CrowdDB:
             return None
         return statements
 
-    def _context(self, query: str, dry_run: bool = False) -> OperatorContext:
+    def _context(self, query: str) -> OperatorContext:
         return OperatorContext(self.con, self.platform, self.registry, seed=self.seed, query=query,
-                               dry_run=dry_run, progress=self.progress, budget=self.budget)
+                               progress=self.progress, budget=self.budget)
 
     def _refuse_in_transaction(self, statements: list[exp.Expression]) -> None:
         """Crowd HITs are paid outside the database: a ROLLBACK could not take them back, only forget that they were

@@ -114,8 +114,11 @@ class _BoundCall:
 class Planner:
     """Rewrites one statement, running its crowd operators through ``ctx``."""
 
-    def __init__(self, ctx: OperatorContext, table_functions: dict[str, TableFunction]) -> None:
+    def __init__(self, ctx: OperatorContext, table_functions: dict[str, TableFunction], *,
+                 estimating: bool = False) -> None:
+        """``estimating``: explain(): every step is run to estimate it, nothing is bought and no release recorded."""
         self.ctx = ctx
+        self.estimating = estimating
         self.table_functions = {k.lower(): v for k, v in table_functions.items()}
         self.temp_roles: dict[str, TableRoles] = {}  # roles of the derived inputs this planner materialized
         self.temps: list[str] = []  # every temp table this planner made (inputs, answers, table-function results)
@@ -308,7 +311,7 @@ class Planner:
         rows = self._input(query)  # the input once, in its order; read as far as needed
         roles = self._relation_roles(table_name, query, rows.columns)
         result = self.table_functions[name](self.ctx, rows, named, roles)
-        if result.release is not None and not self.ctx.dry_run:  # explain() records nothing
+        if result.release is not None and not self.estimating:  # explain() records nothing
             release = result.release
             result.report["release_id"] = self.ctx.store.log_release(
                 kind=release.kind, method=release.method, k=release.k, epsilon=release.epsilon, delta=release.delta,
@@ -466,17 +469,20 @@ class Planner:
                            kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
                            budget=named.get("budget"), seed=named.get("seed"), withheld=withheld,
                            shared=self._shared(frame, [n for n in names if n in qi], group_exprs, sources, what))
-        # in a dry run every planned human operator's answers are NULL (spliced below), so once one has been planned
+        # in explain() every estimated human operator's answers are NULL (spliced below), so once one has been estimated
         # a later input may be empty only because it filters or joins on those answers
-        if self.ctx.dry_run and frame.empty and self.ctx.plans:
+        if self.estimating and frame.empty and self.ctx.plans:
             self.ctx.plans.append(OperatorPlan(
                 operator=op.name, kind=op.kind, input_rows=0, items=0, cached_items=0, hits=0, assignments=0,
                 estimated_cost=0.0, budget=None, k=None, anonymizer=NOT_ESTIMATED,
-                note="its input depends on answers of an earlier operator, which a dry run does not buy"))
+                note="its input depends on answers of an earlier operator, which explain() does not buy"))
+            answers = None
+        elif self.estimating:
+            HumanOperatorRun(self.ctx, human, estimating=True).estimate()
             answers = None
         else:
             answers, _plan = HumanOperatorRun(self.ctx, human).run()
-        if answers is None:  # dry run: splice a typed NULL so outer operators can still be planned
+        if answers is None:  # explain(): splice a typed NULL so outer operators can still be estimated
             call.replace(answer_column(call, exp.cast(exp.null(), "VARCHAR")))
             return
         self._splice(scope, call, op.kind, frame, answers, sources, group_exprs, pushdown)

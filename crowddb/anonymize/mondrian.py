@@ -239,7 +239,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
                 top = sc.argmax(axis=1)
                 got = sc[arange_n[:len(rp)], top] > 0
                 pair = np.zeros((len(rp), d), np.int64)
-                pair[pi, dims] = arange_n[:len(pi)]
+                pair[pi, dims] = np.arange(len(pi))  # up to d pairs per partition: more than arange_n holds
                 sel = pair[arange_n[:len(rp)], top][got]
                 w = rp[got]
                 cut[w], best[w], split[w], upto[w], nxt[w] = True, dims[sel], code2[2][sel], up2[sel], nx2[sel]

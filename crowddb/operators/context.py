@@ -21,7 +21,6 @@ class OperatorContext:
     registry: Registry
     seed: int | None = None
     query: str = ""
-    dry_run: bool = False
     progress: bool = True
     budget: float | None = None  # per query, across its operators
     spent: float = 0.0

@@ -53,7 +53,7 @@ class HumanInput:
     shared: list[str] = dataclasses.field(default_factory=list)  # QIs every row of a group shares (group operators)
 
 
-NOT_ESTIMATED = "not estimated"  # OperatorPlan.anonymizer of an operator a dry run could not plan (see note)
+NOT_ESTIMATED = "not estimated"  # OperatorPlan.anonymizer of an operator explain() could not estimate (see note)
 
 
 @dataclasses.dataclass
@@ -87,8 +87,10 @@ class OperatorPlan:
 class HumanOperatorRun:
     """One call of a human operator over its materialized input."""
 
-    def __init__(self, ctx: OperatorContext, call: HumanInput) -> None:
+    def __init__(self, ctx: OperatorContext, call: HumanInput, *, estimating: bool = False) -> None:
+        """``estimating``: for explain(), which calls ``estimate()``: nothing is written, bought or collected."""
         self.ctx, self.call, self.op = ctx, call, call.op
+        self.estimating = estimating
         if len(call.frame) == 0:
             raise EmptyInputError(f"{self.op.name}: the input has no rows; nothing to ask the crowd")
         leaked = set(call.published) & call.protected
@@ -100,7 +102,7 @@ class HumanOperatorRun:
                                 "or key); declare core columns or pass columns explicitly")
         self.question = self.op.question.format(**call.args)
         self.domain = answer_domain(self.op, call.frame)
-        self.purchase = Purchase(ctx, call, self.question, self.domain)  # the run's row in crowddb_runs
+        self.purchase = Purchase(ctx, call, self.question, self.domain, estimating=estimating)  # its runs row
         self.run_id = self.purchase.run_id
         self.rng = ctx.rng(self.run_id, call.seed)
         self.signature = signature(self.op, self.question, self.domain, call.published)
@@ -108,26 +110,34 @@ class HumanOperatorRun:
         # one it is a keyed hash order of the published content: a function of the data, so a rerun splits the same
         # way and is served from the cache
         self.shuffle = Shuffle(self.signature, call.seed if call.seed is not None else ctx.seed, self.rng)
-        self.publisher = Publisher(call, dry_run=ctx.dry_run, signature=self.signature, rng=self.rng,
+        self.publisher = Publisher(call, estimating=estimating, signature=self.signature, rng=self.rng,
                                    connection_seed=ctx.seed, buy=self._buy_tuples, domain=self.domain)
         self.plan: OperatorPlan | None = None  # a run that failed while FKA bought its samples has no plan yet
         self.metrics: dict[str, Any] | None = None
 
-    def run(self) -> tuple[pd.DataFrame | None, OperatorPlan]:
-        """Plan, and unless dry-run, buy and aggregate the answers.
+    def estimate(self) -> OperatorPlan:
+        """What the call would post and cost (explain()): its release, items and HITs, against the cache."""
+        if not self.estimating:
+            raise RuntimeError("estimate() needs HumanOperatorRun(..., estimating=True)")  # pragma: no cover
+        return self._plan_call()[0]
+
+    def run(self) -> tuple[pd.DataFrame, OperatorPlan]:
+        """Plan, check the budget, buy and aggregate the answers.
 
         Returns (answers, plan): answers has ROW_ID + answer (tuple operators) or GROUP_ID + answer (group). If the
         run fails after buying answers (FKA's samples, a knock-out round, a platform error on a later batch), what
         was bought is still written, with the run marked 'failed', so it is not paid for twice; then it re-raises.
         """
+        if self.estimating:
+            raise RuntimeError("run() of an estimating HumanOperatorRun")  # pragma: no cover
         try:
             return self._run()
         except BaseException:
             self.purchase.fail(self.plan, self.metrics)
             raise
 
-    def _run(self) -> tuple[pd.DataFrame | None, OperatorPlan]:
-        call, op = self.call, self.op
+    def _plan_call(self):
+        """The release, the round-1 items and HITs (against the cache) and the plan; the plan is on record in ctx."""
         self.shown, metrics = self._publishable()
         items = self._items(self.shown)
         cached, have, hits, layout = self.purchase.prepare(items, 1)
@@ -135,8 +145,12 @@ class HumanOperatorRun:
         self.plan = plan
         self.metrics = metrics
         self.ctx.plans.append(plan)
-        if self.ctx.dry_run:
-            return None, plan
+        return plan, items, cached, hits, layout
+
+    def _run(self) -> tuple[pd.DataFrame, OperatorPlan]:
+        call, op = self.call, self.op
+        plan, items, cached, hits, layout = self._plan_call()
+        metrics = self.metrics
         self.purchase.check_estimate(plan)
         known = knowledge(call.frame, call.frame[call.published])
         bar = tqdm(total=plan.hits, desc=f"{op.name}: HITs", unit="HIT", leave=False,

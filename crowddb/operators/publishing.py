@@ -63,13 +63,13 @@ def knowledge(frame: pd.DataFrame, raw: pd.DataFrame) -> KnowledgeBase | None:
 class Publisher:
     """The release of one operator call: its published columns as text, QIs generalized to k-anonymous groups.
 
-    ``fka_estimate`` (dry run: the synthetic tuples FKA would buy) and ``fka_tuples`` (those it asked about) are
+    ``fka_estimate`` (estimating: the synthetic tuples FKA would buy) and ``fka_tuples`` (those it asked about) are
     what explain() says about FKA's sampling."""
 
-    def __init__(self, call: HumanInput, *, dry_run: bool, signature: str, rng: np.random.Generator,
+    def __init__(self, call: HumanInput, *, estimating: bool, signature: str, rng: np.random.Generator,
                  connection_seed: int | None, buy: Buy, domain: tuple[str, ...] | None) -> None:
         self.call, self.op = call, call.op
-        self.dry_run, self.signature, self.rng, self.connection_seed = dry_run, signature, rng, connection_seed
+        self.estimating, self.signature, self.rng, self.connection_seed = estimating, signature, rng, connection_seed
         self.buy, self.domain = buy, domain
         self.fka_estimate = 0
         self.fka_tuples = 0
@@ -92,7 +92,7 @@ class Publisher:
                 f"{int(op.k)} rows or pass a smaller k := ...")
         options: dict[str, Any] = {}
         method = op.anonymizer
-        if method == "fka" and self.dry_run:
+        if method == "fka" and self.estimating:
             # FKA needs crowd answers; explain() shows Mondrian's release (FKA's starting point) and FKA's sampling
             # cost: the raw samples and their cell-generalized copies, sample_ratio of the rows each
             self.fka_estimate = 2 * max(2, round(float(op.sample_ratio) * len(raw)))

@@ -30,11 +30,13 @@ class NoBar:
 class Purchase:
     """What one run buys, collects and spends, on record in the crowddb_* tables (see ``Store``)."""
 
-    def __init__(self, ctx: OperatorContext, call: HumanInput, question: str, domain: tuple[str, ...] | None) -> None:
+    def __init__(self, ctx: OperatorContext, call: HumanInput, question: str, domain: tuple[str, ...] | None, *,
+                 estimating: bool) -> None:
         self.ctx, self.call, self.op = ctx, call, call.op
         self.question, self.domain = question, domain
         self.store = ctx.store
-        if ctx.dry_run:  # explain(): nothing is written, the id is only a name
+        self.estimating = estimating  # explain(): estimate what a run would buy; nothing is written or bought
+        if estimating:  # the id is only a name
             self.run_id = self.store.next_run_id()
         else:  # runs whose process died are marked interrupted, then this run's row takes its id
             self.store.reap_interrupted()
@@ -43,9 +45,9 @@ class Purchase:
         self.spent = 0.0
         self._hit_seq = 0
         self.bought: list[tuple[HitBatch, Any, pd.DataFrame]] = []
-        self._reserved = not ctx.dry_run  # this run's crowddb_runs row was written when it started
+        self._reserved = not estimating  # this run's crowddb_runs row was written when it started
         self._wrote_hits = False  # a HIT of this run is on record (then its row stays, even if the run fails)
-        self.awaited: dict[str, int] = {}  # dry run: HITs an earlier run posted (-> assignments), to collect
+        self.awaited: dict[str, int] = {}  # estimate: HITs an earlier run posted (-> assignments), to collect
 
     @property
     def bought_hits(self) -> int:
@@ -75,12 +77,12 @@ class Purchase:
     def prepare(self, items: pd.DataFrame, round_no: int) -> tuple[pd.DataFrame, pd.Series, pd.DataFrame,
                                                                    pd.DataFrame]:
         """Cache lookup and HIT layout of a set of items: (cached answers, answers held per item, hits, layout)."""
-        if not self.ctx.dry_run:
+        if not self.estimating:
             self._collect_outstanding(items)
         cached = self._cached(items)
         have = cached.groupby(["item_key", "occurrence"]).size()
         expected = have
-        if self.ctx.dry_run:  # a run collects HITs an earlier run posted for these items; it does not buy them again
+        if self.estimating:  # a run collects HITs an earlier run posted for these items; it does not buy them again
             posted = self._outstanding_hits(items)
             self.awaited.update(zip(posted["hit_id"], posted["assignments"].astype(int)))
             pending = posted.groupby(["item_key", "occurrence"])["assignments"].sum()
@@ -151,7 +153,7 @@ class Purchase:
     def fail(self, plan: OperatorPlan | None, metrics: dict[str, Any] | None) -> None:
         """After an error: what was bought is still written, with the run marked 'failed', so it is not paid for
         twice; a run that bought nothing leaves no row."""
-        if self._reserved and not self.ctx.dry_run:
+        if self._reserved:
             if self._wrote_hits and self.store.run_has_hits(self.run_id):
                 self.persist(plan, metrics, status="failed")
             else:

@@ -60,7 +60,7 @@ class Store:
 
     # ------------------------------------------------------------------------------------------------------ runs
     def next_run_id(self) -> int:
-        """The id the next run would take (explain() names its dry runs with it; nothing is written)."""
+        """The id the next run would take (explain() names its estimates with it; nothing is written)."""
         return self.next_id("crowddb_runs", "run_id")
 
     def reserve_run(self, operator: str, query: str, input_rows: int, k: int, anonymizer: str) -> int:
