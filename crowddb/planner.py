@@ -294,12 +294,13 @@ class Planner:
         source = positional[0]
         if len(positional) > 1:
             raise ArgumentError(f"{name.upper()}: only the input is positional; pass the rest as name := value")
-        table_name = None
+        table_name = kind = None
         if isinstance(source, exp.Subquery):
             query = self._with_context(source.this, node)
         elif isinstance(source, (exp.Column, exp.Table, exp.Identifier)):
             if source.name.lower() not in self._visible_ctes(node):
-                if not relation_kind(self.ctx.con, source.name):
+                kind = relation_kind(self.ctx.con, source.name)
+                if not kind:
                     # DuckDB would read a missing name ending in .csv as a file (and quote its first line in errors)
                     raise UnknownColumnError(f"{name.upper()}: no table, view or CTE named {source.name!r}")
                 table_name = source.name
@@ -309,7 +310,7 @@ class Planner:
             raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
                                 f"got {source.sql(DIALECT)!r}")
         rows = self._input(query)  # the input once, in its order; read as far as needed
-        roles = self._relation_roles(table_name, query, rows.columns)
+        roles = self._relation_roles(table_name, query, rows.columns, kind)
         result = self.table_functions[name](self.ctx, rows, named, roles)
         if result.release is not None and not self.estimating:  # explain() records nothing
             release = result.release
@@ -326,11 +327,13 @@ class Planner:
                                     this=exp.to_identifier(name, quoted=True)))
         node.replace(replacement)
 
-    def _relation_roles(self, table_name: str | None, query: exp.Select, columns: list[str]) -> TableRoles:
+    def _relation_roles(self, table_name: str | None, query: exp.Select, columns: list[str],
+                        kind: str | None = None) -> TableRoles:
         """Roles of an operator's input: a table's declared roles; a view's, or derived from its definition; a
-        subquery's or CTE's (``table_name`` None) derived from what ``query`` reads."""
+        subquery's or CTE's (``table_name`` None) derived from what ``query`` reads. ``kind``: the name's
+        ``relation_kind`` when the caller already looked it up."""
         con = self.ctx.con
-        if table_name and relation_kind(con, table_name) == "table":
+        if table_name and (kind or relation_kind(con, table_name)) == "table":
             return roles_of(con, table_name)
         if table_name:
             roles = roles_of(con, table_name)
@@ -370,7 +373,8 @@ class Planner:
                     select = _sql.select_all(name)
                     temp = self._materialize(item, select, alias)
                     columns = _columns(con, temp)
-                    roles = self.temp_roles[temp] = _rename_roles(self._relation_roles(name, select, columns), temp)
+                    roles = self.temp_roles[temp] = _rename_roles(self._relation_roles(name, select, columns, kind),
+                                                                  temp)
                     return _Source(alias, temp, columns, roles)
                 raise UnknownColumnError(f"no table, view or CTE named {name!r}")
             query = self._with_context(_sql.select_all(name), scope)

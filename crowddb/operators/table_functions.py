@@ -43,13 +43,14 @@ class TableInput:
         # a fiftieth of the cost); every other type through DuckDB's own conversion (NULLs, decimals, enums, dates)
         text = [i for i in wanted if self.types[i].id == "varchar"]
         others = [self.columns[i] for i in wanted if i not in text]
-        frame = self.snapshot.select(text).to_pandas() if text else pd.DataFrame(index=pd.RangeIndex(self.rows))
+        columns = {self.columns[i]: self.snapshot.column(i).to_pandas() for i in text}
         if others:
             query = exp.select(*(_sql.column(c) for c in others)).from_(_sql.table(self.table))
             with setting(self.con, "preserve_insertion_order", True):  # the rows line up with the snapshot's
                 converted = self.con.execute(query.sql(_sql.DIALECT)).df()
-            frame = pd.concat([frame, converted], axis=1)
-        return frame[[self.columns[i] for i in wanted]]
+            columns.update(converted.items())
+        return pd.DataFrame({self.columns[i]: columns[self.columns[i]] for i in wanted},
+                            index=pd.RangeIndex(self.rows))
 
     @property
     def rows(self) -> int:
