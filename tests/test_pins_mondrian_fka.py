@@ -942,3 +942,16 @@ def test_l_ok_by_hand():
     assert mo._l_ok(c, sz, split, upto, state, True, None, s, 2, 1).tolist() == [True]
     s = np.array([0, 1, 0, 1])
     assert mo._l_ok(c, sz, split, upto, state, True, None, s, 2, 2).tolist() == [True]
+
+
+def test_fka_box_labels_are_the_boxes_own_values() -> None:
+    """fka.box_labels: a box whose bounds are values of the scale shows exactly those values (a bound one step off
+    shows a neighbour: [20-22] or [21-23] instead of [21-22]); categoricals by their code range."""
+    from crowddb.anonymize.fka import box_labels
+
+    frame = pd.DataFrame({"age": [20, 21, 22, 23, 30], "c": ["a", "b", "c", "a", "b"]})
+    enc = encode(frame, ["age", "c"])
+    lo = np.array([[21, 0], [20, 1], [30, 2], [22, 0]], dtype=float)
+    hi = np.array([[22, 1], [23, 1], [30, 2], [22, 2]], dtype=float)
+    got = box_labels(enc, lo, hi)
+    assert got.to_dict("list") == {"age": ["[21-22]", "[20-23]", "30", "22"], "c": ["{a,b}", "b", "c", "*"]}
