@@ -341,8 +341,8 @@ class CrowdDB:
         frame = caller_frame()
         if statements is None:
             tracked = self._tracked_statements(query, params)
-            with self._unknown_functions():
-                result = call_in(frame, self.con.sql, query, params=params)
+            with self._unknown_functions():  # (params=None costs DuckDB a prepared statement: passed only if given)
+                result = call_in(frame, self.con.sql, query, **({} if params is None else {"params": params}))
             self._carry_roles(tracked)
             return result
         return self._run(query, statements, params, final="sql", frame=frame)
