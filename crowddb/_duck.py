@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import sqlglot
 from sqlglot import exp
 
 from . import _sql
@@ -132,4 +133,8 @@ def _data_type(duck: duckdb.DuckDBPyType) -> exp.DataType:
         values = dict(duck.children)["values"]
         return exp.DataType(this=exp.DataType.Type.ENUM, expressions=[exp.Literal.string(v) for v in values],
                             nested=False)
-    return exp.DataType.build(str(duck), dialect=_sql.DIALECT)
+    try:
+        return exp.DataType.build(str(duck), dialect=_sql.DIALECT)
+    except sqlglot.errors.SqlglotError:  # fail closed: a column that cannot keep its type is not passed on
+        raise QueryError(f"a column of type {duck} does not read back from Arrow as itself and its type cannot be "
+                         "spelt for a cast; cast it in the input (e.g. to VARCHAR)") from None

@@ -157,3 +157,21 @@ def test_the_input_reads_as_duckdb_converts_it(db):
                                                db.con.sql("SELECT * FROM mixed").to_arrow_table(),
                                                list(db.con.sql("SELECT * FROM mixed").types)))
     pd.testing.assert_frame_equal(full, db.con.sql("SELECT * FROM mixed").df())
+
+
+def test_a_type_that_cannot_be_spelt_for_its_cast_is_refused():
+    """Fail closed: a column Arrow does not carry as itself is cast back; a type sqlglot cannot spell is refused with a
+    crowddb error naming the fix, not passed on under another type."""
+    from crowddb import _duck
+
+    class Unspellable:
+        id = "mystery"
+
+        def __str__(self) -> str:
+            return "NOT A ((( TYPE"
+
+    with pytest.raises(crowddb.errors.QueryError, match=r"^a column of type NOT A \(\(\( TYPE does not read back from "
+                                                        r"Arrow as itself .*cast it in the input \(e.g. to VARCHAR\)$"):
+        _duck._data_type(Unspellable())
+    enum = _duck._data_type(crowddb.connect().con.sql("SELECT 'a'::ENUM('a', 'b''c') AS e").types[0])
+    assert enum.sql("duckdb") == "ENUM('a', 'b''c')"
