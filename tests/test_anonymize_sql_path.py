@@ -173,5 +173,7 @@ def test_a_type_that_cannot_be_spelt_for_its_cast_is_refused():
     with pytest.raises(crowddb.errors.QueryError, match=r"^a column of type NOT A \(\(\( TYPE does not read back from "
                                                         r"Arrow as itself .*cast it in the input \(e.g. to VARCHAR\)$"):
         _duck._data_type(Unspellable())
-    enum = _duck._data_type(crowddb.connect().con.sql("SELECT 'a'::ENUM('a', 'b''c') AS e").types[0])
+    import duckdb
+
+    enum = _duck._data_type(duckdb.connect().sql("SELECT 'a'::ENUM('a', 'b''c') AS e").types[0])
     assert enum.sql("duckdb") == "ENUM('a', 'b''c')"
