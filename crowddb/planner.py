@@ -24,7 +24,7 @@ from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnErr
 from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles
 from .operators.context import OperatorContext
 from .operators.human import GROUP_ID, KEY, NOT_ESTIMATED, ROW_ID, TRUTH, HumanInput, HumanOperatorRun, OperatorPlan
-from .operators.table_functions import ArrowRows, TableFunction, TableInput
+from .operators.table_functions import READS, ArrowRows, TableFunction, TableInput
 from .store import TableRoles, relation_kind, roles_of
 
 _ID = "__crowd_id"
@@ -269,8 +269,12 @@ class Planner:
         self.views.append(name)
         return name, columns
 
-    def _input(self, query: exp.Select) -> TableInput:
-        """A table function's input: ``query`` run once, frozen as Arrow, read through a typed view."""
+    def _input(self, query: exp.Select, reads: list[str] | None = None) -> TableInput:
+        """A table function's input: ``query`` run once, frozen as Arrow, read through a typed view. With ``reads``
+        (the columns the function reads) only those leave DuckDB, when the query has them all as named."""
+        if reads is not None and set(reads) <= set(self.ctx.con.sql(query.sql(DIALECT)).columns):  # bound, not run
+            query = exp.select(*(_sql.column(c) for c in dict.fromkeys(reads))).from_(
+                query.subquery(_sql.identifier("__crowd_input")))
         table, types = snapshot(self.ctx.con, query.sql(DIALECT))
         name, columns = self._arrow_view("in", ArrowRows(table, types))
         return TableInput(self.ctx.con, name, columns, table.rename_columns(columns), types)
@@ -309,7 +313,8 @@ class Planner:
         else:
             raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
                                 f"got {source.sql(DIALECT)!r}")
-        rows = self._input(query)  # the input once, in its order; read as far as needed
+        reads = READS.get(name, lambda named: None)(named)
+        rows = self._input(query, reads)  # the input once, in its order, only what the function reads
         roles = self._relation_roles(table_name, query, rows.columns, kind)
         result = self.table_functions[name](self.ctx, rows, named, roles)
         if result.release is not None and not self.estimating:  # explain() records nothing

@@ -316,8 +316,23 @@ def _key_column(columns: list[str], roles: TableRoles) -> str | None:
     return next((c for c in columns if isinstance(c, str) and c.lower() == wanted), None)
 
 
+def _claim_columns(named: dict[str, Any]) -> list[str] | None:
+    """The columns TRUTH_DISCOVER and PRIVATE_SYNTH read: object, source and value (None if not all named as text:
+    then the whole input is read and the function reports what is wrong)."""
+    columns = [named.get(role) for role in ("object", "source", "value")]
+    return columns if all(isinstance(c, str) for c in columns) else None
+
+
 TABLE_FUNCTIONS: dict[str, TableFunction] = {
     "truth_discover": truth_discover,
     "private_synth": private_synth,
     "anonymize": anonymize_table,
+}
+
+#: the input columns a table function reads, from its named arguments (None: all of them; ANONYMIZE's release
+#: carries every column)
+READS: dict[str, Callable[[dict[str, Any]], list[str] | None]] = {
+    "truth_discover": _claim_columns,
+    "private_synth": _claim_columns,
+    "anonymize": lambda named: None,
 }
