@@ -45,11 +45,14 @@ class Store:
                            + exp.Literal.number(1)).from_(_sql.table(table))
         return int(self.con.execute(query.sql(_sql.DIALECT)).fetchall()[0][0])
 
-    def in_own_transaction(self, write: Callable[[], T]) -> T:
+    def in_own_transaction(self, write: Callable[[], T], one_statement: bool = False) -> T:
         """Run ``write`` in a transaction of its own, again if another connection committed a clashing row first
-        (an id taken from max() + 1 inside the transaction: the loser of a race takes the next one)."""
+        (an id taken from max() + 1 inside the transaction: the loser of a race takes the next one). A ``write``
+        of ``one_statement`` is a transaction by itself (auto-commit, or the caller's open transaction)."""
         for attempt in range(200):
             try:
+                if one_statement:
+                    return write()
                 with transaction(self.con):
                     return write()
             except (duckdb.TransactionException, duckdb.ConstraintException):
@@ -250,18 +253,19 @@ class Store:
                                      [release_id])
             return release_id
 
-        return self.in_own_transaction(insert)
+        return self.in_own_transaction(insert, one_statement=objects is None)
 
     def _insert_release(self, *, kind: str, method: str, k: int | None, params: dict[str, Any],
                         metrics: dict[str, Any], epsilon: float | None = None, delta: float | None = None,
                         run_id: int | None = None) -> int:
-        """The one statement that writes crowddb_releases (inside the caller's transaction): id taken there."""
-        release_id = self.next_id("crowddb_releases", "release_id")
-        self.con.execute("INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, epsilon, delta, params, "
-                         "metrics) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         [release_id, run_id, kind, method, k, epsilon, delta, json.dumps(params, default=_json_value),
-                          json.dumps(metrics, default=_json_value)])
-        return release_id
+        """The one statement that writes crowddb_releases; its id (max + 1) is taken by the same statement."""
+        rows = self.con.execute(
+            "INSERT INTO crowddb_releases (release_id, run_id, kind, method, k, epsilon, delta, params, metrics) "
+            "SELECT coalesce(max(release_id), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ? FROM crowddb_releases "
+            "RETURNING release_id",
+            [run_id, kind, method, k, epsilon, delta, json.dumps(params, default=_json_value),
+             json.dumps(metrics, default=_json_value)]).fetchall()
+        return int(rows[0][0])
 
 
 def _ids(hit_ids: Sequence[str]) -> pd.DataFrame:
