@@ -98,7 +98,7 @@ def snapshot(con: duckdb.DuckDBPyConnection, query: str) -> tuple[pa.Table, list
 _LOSSY_IN_ARROW = ("UUID", "HUGEINT", "JSON", "BIT", "TIME WITH TIME ZONE")
 
 
-def arrow_view(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table,
+def arrow_view(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table | pd.DataFrame,
                types: list[duckdb.DuckDBPyType | None] | None = None, order: str | None = None) -> list[str]:
     """``table`` registered (no copy: DuckDB scans it in place) and a temp view ``name`` over it: column i reads as
     ``types[i]`` where Arrow lost that type (None: as read), rows in ascending ``order`` (a column of the table the

@@ -323,9 +323,8 @@ class Planner:
                 kind=release.kind, method=release.method, k=release.k, epsilon=release.epsilon, delta=release.delta,
                 params=release.params, metrics=release.metrics, objects=release.objects)
         self.ctx.reports.append(result.report)
-        rows_out = result.rows
-        temp = self._arrow_view("tf", rows_out)[0] if isinstance(rows_out, ArrowRows) else \
-            self._temp_table("tf", frame=rows_out)
+        rows_out = result.rows if isinstance(result.rows, ArrowRows) else ArrowRows(result.rows, None)
+        temp = self._arrow_view("tf", rows_out)[0]  # a view over what the function computed: nothing copied
         alias = node.args.get("alias")
         replacement = exp.Table(this=exp.to_identifier(temp, quoted=True),
                                 alias=alias.copy() if alias else exp.TableAlias(

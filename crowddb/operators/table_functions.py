@@ -59,12 +59,12 @@ class TableInput:
 
 @dataclasses.dataclass
 class ArrowRows:
-    """A table function's rows as an immutable Arrow table DuckDB reads in place (nothing is copied into a table):
-    column i reads as ``types[i]`` where Arrow does not carry the DuckDB type (None: as read); rows come in
-    ascending ``order`` (a column that is not published)."""
+    """A table function's rows as an immutable Arrow table (or a DataFrame no one else holds) DuckDB reads in place
+    (nothing is copied into a table): column i reads as ``types[i]`` where Arrow does not carry the DuckDB type (None:
+    as read); rows come in ascending ``order`` (a column that is not published)."""
 
-    table: pa.Table
-    types: list[duckdb.DuckDBPyType | None]
+    table: pa.Table | pd.DataFrame
+    types: list[duckdb.DuckDBPyType | None] | None
     order: str | None = None
 
 
