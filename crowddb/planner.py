@@ -1,8 +1,10 @@
-"""The planner: find crowd operators in the SQL tree, run them innermost first, splice their results back.
+"""The planner: plan a statement's crowd operators (``Planner.plan``: steps, innermost first), then run them one step
+at a time (``execute``) and splice their results back.
 
 Human operators in a SELECT become a join to a temp table of answers keyed by the input rows' identity (their
-``rowid``); table functions become a temp table in place of the call. The rest of the query runs in DuckDB as
-written. Every rewrite is an AST transformation (sqlglot); identifiers are quoted through the AST.
+``rowid``); a table function becomes a view over what it computed (an Arrow table or a frame DuckDB reads in place) in
+place of the call. The rest of the query runs in DuckDB as written. Every rewrite is an AST transformation (sqlglot);
+identifiers are quoted through the AST.
 """
 
 from __future__ import annotations
