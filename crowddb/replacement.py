@@ -69,6 +69,9 @@ class Scans:
         of a table function (``ANONYMIZE(df, ...)``, in ``table_functions``) is pointed at it too."""
         if frame is None:
             return statements
+        names = {n.name for st in statements for n in [*st.find_all(exp.Table), *_inputs(st, table_functions)]}
+        if not any(_scannable(_lookup(frame, name)) for name in names if name):
+            return statements  # no name of the query is a Python object DuckDB could scan: nothing to look up
         known = _catalog_names(self.con)
         registered: dict[str, str] = {}
         out = []
@@ -91,7 +94,7 @@ class Scans:
         return out
 
     def _register(self, name: str, obj: Any) -> str | None:
-        if obj is None or type(obj).__module__.partition(".")[0] not in _SCANNABLE:
+        if not _scannable(obj):
             return None
         view = f"{PREFIX}{next(_COUNTER)}_{name}"
         try:
@@ -106,6 +109,11 @@ class Scans:
         for view in self.views:
             self.con.unregister(view)
         self.views.clear()
+
+
+def _scannable(obj: Any) -> bool:
+    """An object DuckDB's replacement scan reads (a pandas, Arrow or Polars object)."""
+    return obj is not None and type(obj).__module__.partition(".")[0] in _SCANNABLE
 
 
 def _lookup(frame: FrameType, name: str) -> Any:
