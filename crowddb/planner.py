@@ -27,6 +27,7 @@ from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles
 from .operators.context import OperatorContext
 from .operators.human import GROUP_ID, KEY, NOT_ESTIMATED, ROW_ID, TRUTH, HumanInput, HumanOperatorRun, OperatorPlan
 from .operators.table_functions import READS, ArrowRows, TableFunction, TableInput
+from .replacement import table_function_inputs
 from .store import TableRoles, relation_kind, roles_of
 
 _ID = "__crowd_id"
@@ -153,14 +154,14 @@ class Planner:
         SELECT with its human calls (tuple operators, then group operators), each call bound to its definition.
         Pure: nothing runs, so a misplaced or nested operator is refused before the first step publishes anything."""
         steps: list[Step] = []
-        inputs = [n.this.expressions[0] for n in tree.walk() if self.is_table_function(n)
-                  and n.this.expressions and isinstance(n.this.expressions[0], exp.Column)]
-        unread = CteScopes(tree).unread(tree, inputs) if isinstance(tree, TRAVERSABLES) else []
+        # the tree does not change while it is planned: its CTE scopes are read once
+        scopes = CteScopes(tree) if isinstance(tree, TRAVERSABLES) else None
+        unread = scopes.unread(table_function_inputs(tree, frozenset(self.table_functions))) if scopes else []
         # DuckDB never runs a CTE nothing reads: neither do its crowd operators (they would publish and pay for rows
         # no result shows)
         done = {id(n) for cte in unread for n in self.crowd_nodes(cte)}
         while len(steps) <= 10_000:
-            ready = self._next_ready(tree, done)
+            ready = self._next_ready(tree, done, scopes)
             if ready is None:
                 return steps
             if self.is_table_function(ready):
@@ -184,9 +185,9 @@ class Planner:
         else:
             self._run_table_function(step.node)
 
-    def _next_ready(self, tree: exp.Expression, done: set[int]) -> exp.Expression | None:
+    def _next_ready(self, tree: exp.Expression, done: set[int], scopes: CteScopes | None) -> exp.Expression | None:
         """A crowd node not ``done`` whose inputs hold no other pending crowd node: a table function, or a SELECT
-        with human calls."""
+        with human calls (``scopes``: the tree's CTE scopes)."""
         def pending(root: exp.Expression) -> list[exp.Expression]:
             return [n for n in self.crowd_nodes(root) if id(n) not in done]
 
@@ -196,7 +197,7 @@ class Planner:
         for node in sorted(nodes, key=lambda n: -n.depth):
             if self.is_table_function(node):
                 inner = [n for n in pending(node.this) if n is not node]
-                if not inner and not self._pending_ctes(node, done):
+                if not inner and not self._pending_ctes(node, done, scopes):
                     return node
                 continue
             scope = node.find_ancestor(exp.Select)
@@ -206,7 +207,7 @@ class Planner:
                 if self.crowd_nodes(arg):
                     raise ArgumentError(f"{node.name}: crowd operators cannot be nested inside its arguments")
             others = [n for n in pending(scope) if not (self.is_human(n) and self._scope_of(n) is scope)]
-            if not others and not self._pending_ctes(scope, done):
+            if not others and not self._pending_ctes(scope, done, scopes):
                 return scope
         raise ArgumentError("cannot order the crowd operators of this statement (circular dependency)")
 
@@ -214,12 +215,11 @@ class Planner:
     def _scope_of(node: exp.Expression) -> exp.Select | None:
         return node.find_ancestor(exp.Select)
 
-    def _visible_ctes(self, node: exp.Expression) -> dict[str, exp.CTE]:
-        return visible_ctes(node)
-
-    def _referenced_ctes(self, node: exp.Expression, also: exp.Expression | None = None) -> list[exp.CTE]:
-        """CTEs visible from ``node`` that it (or the detached query ``also``) reads, transitively."""
-        visible = self._visible_ctes(node)
+    def _referenced_ctes(self, node: exp.Expression, also: exp.Expression | None = None,
+                         scopes: CteScopes | None = None) -> list[exp.CTE]:
+        """CTEs visible from ``node`` that it (or the detached query ``also``) reads, transitively (``scopes``: the
+        tree's CTE scopes when the caller has them)."""
+        visible = scopes.visible(node) if scopes else visible_ctes(node)
         seen: dict[str, exp.CTE] = {}
         todo = [node] if also is None else [node, also]
         while todo:
@@ -232,9 +232,9 @@ class Planner:
         ordered = [c for c in visible.values() if c.alias_or_name.lower() in seen]
         return ordered
 
-    def _pending_ctes(self, node: exp.Expression, done: set[int]) -> bool:
+    def _pending_ctes(self, node: exp.Expression, done: set[int], scopes: CteScopes | None) -> bool:
         """Does ``node`` read a CTE (around it, not holding it) with a crowd operator not ``done`` yet?"""
-        return any(id(n) not in done for cte in self._referenced_ctes(node) if not _contains(cte, node)
+        return any(id(n) not in done for cte in self._referenced_ctes(node, scopes=scopes) if not _contains(cte, node)
                    for n in self.crowd_nodes(cte.this))
 
     def _with_context(self, query: exp.Select, origin: exp.Expression) -> exp.Select:
@@ -304,7 +304,7 @@ class Planner:
         if isinstance(source, exp.Subquery):
             query = self._with_context(source.this, node)
         elif isinstance(source, (exp.Column, exp.Table, exp.Identifier)):
-            if source.name.lower() not in self._visible_ctes(node):
+            if source.name.lower() not in visible_ctes(node):
                 kind = relation_kind(self.ctx.con, source.name)
                 if not kind:
                     # DuckDB would read a missing name ending in .csv as a file (and quote its first line in errors)
@@ -370,7 +370,7 @@ class Planner:
         alias = item.alias_or_name
         if isinstance(item, exp.Table) and not item.args.get("db") and isinstance(item.this, exp.Identifier):
             name = item.name
-            visible = self._visible_ctes(scope)
+            visible = visible_ctes(scope)
             if name.lower() not in visible:
                 kind = relation_kind(con, name)
                 if kind == "table":
@@ -700,6 +700,7 @@ class CteScopes:
     identifiers are lower-cased, and its CTEs are mapped back to the tree's own nodes (the copy has the same shape)."""
 
     def __init__(self, top: exp.Expression) -> None:
+        self._top = top
         copy = top.copy()
         pairs = list(zip(top.walk(), copy.walk()))
         self._original = {id(c): o for o, c in pairs}
@@ -725,11 +726,11 @@ class CteScopes:
                 out[name] = self._original[id(cte)]
         return out
 
-    def unread(self, top: exp.Expression, inputs: list[exp.Column]) -> list[exp.CTE]:
-        """The CTEs of ``top`` that nothing reads: not the statement, nor a CTE it reads (transitively). ``inputs``:
-        table-function inputs, which name a CTE as a column argument."""
-        refs = [t for t in top.find_all(exp.Table) if not t.args.get("db")] + inputs
-        ctes = list(top.find_all(exp.CTE))
+    def unread(self, inputs: list[exp.Column]) -> list[exp.CTE]:
+        """The CTEs of the statement that nothing reads: not the statement, nor a CTE it reads (transitively).
+        ``inputs``: table-function inputs, which name a CTE as a column argument."""
+        refs = [t for t in self._top.find_all(exp.Table) if not t.args.get("db")] + inputs
+        ctes = list(self._top.find_all(exp.CTE))
         read: set[int] = set()
         changed = True
         while changed:

@@ -69,7 +69,7 @@ class Scans:
         of a table function (``ANONYMIZE(df, ...)``, in ``table_functions``) is pointed at it too."""
         if frame is None:
             return statements
-        names = {n.name for st in statements for n in [*st.find_all(exp.Table), *_inputs(st, table_functions)]}
+        names = {n.name for st in statements for n in [*st.find_all(exp.Table), *table_function_inputs(st, table_functions)]}
         if not any(_scannable(_lookup(frame, name)) for name in names if name):
             return statements  # no name of the query is a Python object DuckDB could scan: nothing to look up
         known = _catalog_names(self.con)
@@ -78,7 +78,7 @@ class Scans:
         for statement in statements:
             tree = statement.copy()
             ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-            for node in [*tree.find_all(exp.Table), *_inputs(tree, table_functions)]:
+            for node in [*tree.find_all(exp.Table), *table_function_inputs(tree, table_functions)]:
                 name = node.name
                 if (not isinstance(node.this, exp.Identifier) or node.args.get("db") or node.args.get("catalog")
                         or node.args.get("table") or name.lower() in known or name.lower() in ctes):
@@ -137,7 +137,7 @@ def _created(statement: exp.Expression) -> set[str]:
     return set()
 
 
-def _inputs(tree: exp.Expression, table_functions: frozenset[str]) -> list[exp.Column]:
+def table_function_inputs(tree: exp.Expression, table_functions: frozenset[str]) -> list[exp.Column]:
     """The table-name inputs of the table functions in ``tree`` (``ANONYMIZE(df, k := 5)``: the column ``df``)."""
     calls = (n for n in tree.find_all(exp.Anonymous) if n.name.lower() in table_functions)
     return [c.expressions[0] for c in calls if c.expressions and isinstance(c.expressions[0], exp.Column)]

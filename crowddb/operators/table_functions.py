@@ -139,6 +139,9 @@ def _where(column: str, test: str) -> str:
     return f"WHERE {name} IS NOT NULL" if test == "IS NOT NULL" else f"WHERE {test}({name})"
 
 
+_CLAIM_ROLES = ("object", "source", "value")  # the columns TRUTH_DISCOVER and PRIVATE_SYNTH read
+
+
 # ------------------------------------------------------------------------------------------ TRUTH_DISCOVER
 def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
                    ) -> TableResult:
@@ -161,7 +164,7 @@ def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any]
     if args["perturb"] is None and (args["epsilon"] is not None or args["delta"] is not None):
         raise PrivacyError("TRUTH_DISCOVER: epsilon/delta were given but no perturb mechanism; pass "
                            "perturb := 'laplace'|'rr'|'mf'|'gaussian'")
-    frame = _read_columns("TRUTH_DISCOVER", rows, {r: args[r] for r in ("object", "source", "value")})
+    frame = _read_columns("TRUTH_DISCOVER", rows, {r: args[r] for r in _CLAIM_ROLES})
     nulls = frame[args["value"]].isna()
     if nulls.any():
         raise ArgumentError(f"TRUTH_DISCOVER: {int(nulls.sum())} answers have a NULL/NaN value (first on object "
@@ -203,7 +206,7 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
         "weight_floor": Param(NUMBER, 0.1), "sensitivity": Param(NUMBER, None), "privacy_test": Param(bool, True),
         "hampel_quantiles": Param(list, list(HAMPEL_QUANTILES)), "hampel_center": Param(str, "median"),
         "global_loss": Param(str, "sum"), "composition_delta": Param(NUMBER, COMPOSITION_DELTA)})
-    frame = _read_columns("PRIVATE_SYNTH", rows, {r: args[r] for r in ("object", "source", "value")})
+    frame = _read_columns("PRIVATE_SYNTH", rows, {r: args[r] for r in _CLAIM_ROLES})
     values = frame[args["value"]]
     if not pd.api.types.is_numeric_dtype(values):
         raise ArgumentError(f"PRIVATE_SYNTH: value column {args['value']!r} must be numeric, got {values.dtype}")
@@ -319,7 +322,7 @@ def _key_column(columns: list[str], roles: TableRoles) -> str | None:
 def _claim_columns(named: dict[str, Any]) -> list[str] | None:
     """The columns TRUTH_DISCOVER and PRIVATE_SYNTH read: object, source and value (None if not all named as text:
     then the whole input is read and the function reports what is wrong)."""
-    columns = [named.get(role) for role in ("object", "source", "value")]
+    columns = [named.get(role) for role in _CLAIM_ROLES]
     return columns if all(isinstance(c, str) for c in columns) else None
 
 
