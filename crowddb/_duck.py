@@ -84,7 +84,7 @@ def setting(con: duckdb.DuckDBPyConnection, name: str, value: bool) -> Iterator[
 def snapshot(con: duckdb.DuckDBPyConnection, query: str) -> tuple[pa.Table, list[duckdb.DuckDBPyType]]:
     """The rows of ``query``, run once, as an immutable Arrow table in the query's order, and each column's DuckDB
     type. Exported losslessly (UUID, HUGEINT, JSON, BIT, TIMETZ travel as Arrow extension types and read back as
-    themselves); only an ENUM comes back as VARCHAR, which ``arrow_view`` casts back."""
+    themselves); only an ENUM comes back as VARCHAR, which ``arrow_select`` casts back."""
     relation = con.sql(query)
     types = list(relation.types)
     # the types plain Arrow export turns into others (anywhere in a nested type; a false alarm costs two SETs)
@@ -98,39 +98,25 @@ def snapshot(con: duckdb.DuckDBPyConnection, query: str) -> tuple[pa.Table, list
 _LOSSY_IN_ARROW = ("UUID", "HUGEINT", "JSON", "BIT", "TIME WITH TIME ZONE")
 
 
-def arrow_view(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table | pd.DataFrame,
-               types: list[duckdb.DuckDBPyType | None] | None = None, order: str | None = None) -> list[str]:
-    """``table`` registered (no copy: DuckDB scans it in place) and a temp view ``name`` over it: column i reads as
-    ``types[i]`` where Arrow lost that type (None: as read), rows in ascending ``order`` (a column of the table the
-    view leaves out). Returns the view's columns: DuckDB's names, duplicates made unique as CREATE TABLE AS makes
-    them."""
-    con.register(name + "_arrow", table)
+def arrow_select(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table | pd.DataFrame,
+                 types: list[duckdb.DuckDBPyType | None] | None = None) -> tuple[exp.Select, list[str]]:
+    """``table`` registered as ``name`` (no copy: DuckDB scans it in place) and a SELECT over it: column i reads as
+    ``types[i]`` where Arrow lost that type (None: as read), rows in the table's order. Splicing the SELECT into a
+    query makes no catalog entry (no view to create and drop). Returns the SELECT and its columns: DuckDB's names, duplicates made unique as CREATE TABLE AS makes them."""
+    con.register(name, table)
     try:
-        relation = con.sql(_sql.select_all(name + "_arrow").sql(_sql.DIALECT))
+        relation = con.sql(_sql.select_all(name).sql(_sql.DIALECT))  # bound, not run: DuckDB's column names
         select, columns = [], []
         for column, was, wanted in zip(relation.columns, relation.types, types or [None] * len(relation.columns)):
-            if column == order:
-                continue
             ref = _sql.column(column)
             columns.append(column)
             select.append(ref if wanted is None or str(wanted) == str(was) else
                           exp.alias_(exp.Cast(this=ref, to=_data_type(wanted)), _sql.identifier(column)))
-        query = exp.select(*select).from_(_sql.table(name + "_arrow"))
-        if order is not None:
-            query = query.order_by(_sql.column(order))
-        con.execute(exp.Create(this=_sql.table(name), kind="VIEW", expression=query,
-                               properties=exp.Properties(expressions=[exp.TemporaryProperty()])).sql(_sql.DIALECT)
-                    ).fetchall()
+        query = exp.select(*select).from_(_sql.table(name))
     except BaseException:
-        con.unregister(name + "_arrow")
+        con.unregister(name)
         raise
-    return columns
-
-
-def drop_arrow_view(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    """Drop a view ``arrow_view`` made and release its Arrow table."""
-    con.execute(exp.Drop(tables=[_sql.table(name)], kind="VIEW", exists=True).sql(_sql.DIALECT)).fetchall()
-    con.unregister(name + "_arrow")
+    return query, columns
 
 
 def _data_type(duck: duckdb.DuckDBPyType) -> exp.DataType:

@@ -24,7 +24,6 @@ from ._sql import DIALECT
 from .crowd import Platform, SimulatedCrowd
 from .errors import (
     ArgumentError,
-    BudgetExceededError,
     CrowdDBError,
     QueryError,
     SQLParseError,
@@ -34,6 +33,7 @@ from .errors import (
 from .lineage import follow, is_tracked
 from .operators.context import OperatorContext
 from .operators.human import NOT_ESTIMATED, OperatorPlan
+from .operators.purchase import check_query_budget
 from .operators.table_functions import TABLE_FUNCTIONS
 from .planner import Planner, answer_column, parse
 from .replacement import Scans, call_in, caller_frame
@@ -548,9 +548,7 @@ class CrowdDB:
             binder.validate(self._bind(statement, params))
         if self.budget is not None:  # refuse before anything is published when the whole query is over budget
             plan = self._explain(query, params, [s.copy() for s in statements])  # explain rewrites its trees
-            if plan.estimated_cost > self.budget + 1e-9:
-                raise BudgetExceededError(f"the query's estimated cost ${plan.estimated_cost:,.2f} exceeds the "
-                                          f"budget ${self.budget:,.2f}; nothing was published")
+            check_query_budget(plan.estimated_cost, self.budget)
         while len(self._kept_temps) >= _KEPT_RELATIONS:  # before the query: dropping after would replace its result
             _drop_answers(*self._kept_temps.pop(0))
         ctx = self._context(query)

@@ -20,7 +20,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import TRAVERSABLES, Scope, traverse_scope
 
 from . import _sql
-from ._duck import arrow_view, drop_arrow_view, registered, snapshot
+from ._duck import arrow_select, registered, snapshot
 from ._sql import DIALECT
 from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
 from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles
@@ -125,7 +125,7 @@ class Planner:
         self.table_functions = {k.lower(): v for k, v in table_functions.items()}
         self.temp_roles: dict[str, TableRoles] = {}  # roles of the derived inputs this planner materialized
         self.temps: list[str] = []  # every temp table this planner made (inputs, answers, table-function results)
-        self.views: list[str] = []  # every view over an Arrow table it made (table-function inputs and releases)
+        self.registered: list[str] = []  # every Arrow table it registered (table-function inputs and releases)
         self.steps: list[str] = []  # the steps it ran, in order (explain() shows them)
 
     # ------------------------------------------------------------------------------------------- detection
@@ -264,12 +264,13 @@ class Planner:
             con.execute(f"CREATE TEMP TABLE {target.sql(DIALECT)} AS {query.sql(DIALECT)}")
         return name
 
-    def _arrow_view(self, prefix: str, rows: ArrowRows) -> tuple[str, list[str]]:
-        """A temp view over an immutable Arrow table (``_duck.arrow_view``); returns its name and columns."""
+    def _arrow_select(self, prefix: str, rows: ArrowRows) -> tuple[exp.Select, list[str]]:
+        """A SELECT over an immutable Arrow table registered under a name of its own (``_duck.arrow_select``);
+        returns it and its columns."""
         name = f"__crowd_{prefix}_{next(_counter)}"
-        columns = arrow_view(self.ctx.con, name, rows.table, rows.types, rows.order)
-        self.views.append(name)
-        return name, columns
+        query, columns = arrow_select(self.ctx.con, name, rows.table, rows.types)
+        self.registered.append(name)
+        return query, columns
 
     def _input(self, query: exp.Select, reads: list[str] | None = None) -> TableInput:
         """A table function's input: ``query`` run once, frozen as Arrow, read through a typed view. With ``reads``
@@ -278,17 +279,18 @@ class Planner:
             query = exp.select(*(_sql.column(c) for c in dict.fromkeys(reads))).from_(
                 query.subquery(_sql.identifier("__crowd_input")))
         table, types = snapshot(self.ctx.con, query.sql(DIALECT))
-        name, columns = self._arrow_view("in", ArrowRows(table, types))
-        return TableInput(self.ctx.con, name, columns, table.rename_columns(columns), types)
+        source, columns = self._arrow_select("in", ArrowRows(table, types))
+        return TableInput(self.ctx.con, source, columns, table.rename_columns(columns), types)
 
     def drop_temps(self) -> None:
-        """Drop the temp tables and views this planner made (none is needed once its query's result is read)."""
+        """Drop the temp tables this planner made and release the Arrow tables it registered (none is needed once its
+        query's result is read)."""
         for name in self.temps:
             self.ctx.con.execute(exp.Drop(tables=[_sql.table(name)], kind="TABLE", exists=True).sql(DIALECT))
-        for name in self.views:
-            drop_arrow_view(self.ctx.con, name)
+        for name in self.registered:
+            self.ctx.con.unregister(name)
         self.temps.clear()
-        self.views.clear()
+        self.registered.clear()
 
     # ------------------------------------------------------------------------------------- table functions
     def _run_table_function(self, node: exp.Table) -> None:
@@ -326,12 +328,10 @@ class Planner:
                 params=release.params, metrics=release.metrics, objects=release.objects)
         self.ctx.reports.append(result.report)
         rows_out = result.rows if isinstance(result.rows, ArrowRows) else ArrowRows(result.rows, None)
-        temp = self._arrow_view("tf", rows_out)[0]  # a view over what the function computed: nothing copied
+        computed = self._arrow_select("tf", rows_out)[0]  # read in place: nothing copied, no catalog entry
         alias = node.args.get("alias")
-        replacement = exp.Table(this=exp.to_identifier(temp, quoted=True),
-                                alias=alias.copy() if alias else exp.TableAlias(
-                                    this=exp.to_identifier(name, quoted=True)))
-        node.replace(replacement)
+        node.replace(computed.subquery(alias.copy() if alias else exp.TableAlias(
+            this=exp.to_identifier(name, quoted=True))))
 
     def _relation_roles(self, table_name: str | None, query: exp.Select, columns: list[str],
                         kind: str | None = None) -> TableRoles:

@@ -132,6 +132,7 @@ def test_the_connections_settings_are_left_as_they_were(db):
 def test_the_input_reads_as_duckdb_converts_it(db):
     """What the algorithm reads equals DuckDB's own conversion to pandas, column for column and dtype for dtype
     (text comes straight from the Arrow snapshot; NULLs, decimals, dates, enums and booleans through DuckDB)."""
+    from crowddb import _sql
     from crowddb.operators import table_functions
 
     db.execute("CREATE TABLE mixed AS SELECT * FROM (VALUES (1, 2.5::DECIMAL(5, 2), 'a', true, DATE '2020-01-02', "
@@ -153,10 +154,17 @@ def test_the_input_reads_as_duckdb_converts_it(db):
         table_functions.TableInput.df = original
     expected = db.con.sql("SELECT i, t FROM mixed").df()  # in the input's column order
     pd.testing.assert_frame_equal(seen[0], expected)
-    full = original(table_functions.TableInput(db.con, "mixed", ["i", "d", "s", "b", "day", "t"],
+    full = original(table_functions.TableInput(db.con, _sql.select_all("mixed"), ["i", "d", "s", "b", "day", "t"],
                                                db.con.sql("SELECT * FROM mixed").to_arrow_table(),
                                                list(db.con.sql("SELECT * FROM mixed").types)))
     pd.testing.assert_frame_equal(full, db.con.sql("SELECT * FROM mixed").df())
+    # NULL-free plain numbers come straight from the snapshot, with the dtypes DuckDB's conversion gives
+    numbers = ("SELECT * FROM (VALUES (1::TINYINT, 2::UBIGINT, 1.5::FLOAT, 2.5::DOUBLE, true, 7::INTEGER), "
+               "(-1::TINYINT, 3::UBIGINT, -0.5::FLOAT, 1e300::DOUBLE, false, NULL)) v(a, b, c, d, e, f)")
+    plain = original(table_functions.TableInput(db.con, _sql.select_all("__never_read"), list("abcdef"),
+                                                db.con.sql(numbers).to_arrow_table(), list(db.con.sql(numbers).types)),
+                     list("abcde"))  # f holds a NULL: it would go through DuckDB (and its source is never read)
+    pd.testing.assert_frame_equal(plain, db.con.sql(numbers).df()[list("abcde")])
 
 
 def test_a_type_that_cannot_be_spelt_for_its_cast_is_refused():

@@ -43,6 +43,24 @@ def test_metrics_compact() -> None:
     assert M.compact([4, 1]).dtype == np.int64
 
 
+def _py_lex_ids(matrix) -> list[int]:
+    rows = [tuple(float(v) for v in r) for r in matrix]
+    rank = {r: i for i, r in enumerate(sorted(set(rows)))}
+    return [rank[r] for r in rows]
+
+
+def test_metrics_lex_ids_is_the_rank_of_each_row_among_the_distinct_rows() -> None:
+    m = np.array([[2.0, 1.0], [1.0, 9.0], [2.0, 1.0], [1.0, -3.5], [2.0, 0.0]])
+    assert M.lex_ids(m).tolist() == [3, 1, 3, 0, 2]
+    assert M.lex_ids(m).dtype == np.int64
+    rng = np.random.default_rng(7)
+    for shape, top in (((300, 16), 4), ((50, 1), 3), ((400, 40), 3000)):  # the last re-ranks before overflowing
+        m = rng.integers(-top, top, shape).astype(float) / 2
+        m[1::5] = m[0::5][: len(m[1::5])]  # repeated rows
+        assert M.lex_ids(m).tolist() == _py_lex_ids(m)
+        assert M.lex_ids(m).tolist() == np.unique(m, axis=0, return_inverse=True)[1].reshape(-1).tolist()
+
+
 def test_metrics_discernibility_pinned() -> None:
     g = np.array([0, 0, 4, 4, 4, 9])
     assert M.discernibility(g) == 4 + 9 + 1

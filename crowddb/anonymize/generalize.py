@@ -7,7 +7,7 @@ import pandas as pd
 
 from crowddb.anonymize.encoding import Encoding, QIEncoding
 from crowddb.anonymize.hierarchy import lca_ranges
-from crowddb.anonymize.metrics import compact, release_metrics
+from crowddb.anonymize.metrics import compact, lex_ids, release_metrics
 
 SUPPRESSED = "*"
 
@@ -124,8 +124,7 @@ def assemble(frame: pd.DataFrame, enc: Encoding, gid: np.ndarray, blo: np.ndarra
              labels: list[tuple[np.ndarray, np.ndarray]], k: int, method: str, extra: dict | None = None,
              suppressed: np.ndarray | None = None) -> Release:
     """Build the Release from pre-classes ``gid`` (0..G-1) with boxes and (distinct labels, label per pre-class)."""
-    _, merged = np.unique(np.hstack([blo, bhi]), axis=0, return_inverse=True)
-    groups = compact(merged.reshape(-1)[gid])  # pre-classes without rows (e.g. all suppressed) vanish
+    groups = compact(lex_ids(np.hstack([blo, bhi]))[gid])  # classes numbered in their boxes' order  # pre-classes without rows (e.g. all suppressed) vanish
     spans = np.array([enc.columns[q].span for q in enc.qis])
     weights = np.bincount(gid, minlength=len(blo)).astype(float)
     metrics = release_metrics(groups, blo, bhi, spans, k, suppressed, weights)

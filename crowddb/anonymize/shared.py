@@ -34,7 +34,7 @@ import numpy as np
 
 from crowddb.anonymize.encoding import Encoding
 from crowddb.anonymize.generalize import Release, class_boxes
-from crowddb.anonymize.metrics import compact
+from crowddb.anonymize.metrics import compact, lex_ids
 from crowddb.anonymize.mondrian import mondrian_groups
 from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
 
@@ -60,7 +60,7 @@ def shared_ids(codes: np.ndarray, dims: list[int]) -> np.ndarray:
     """Dense id per row of its combination of values on the shared columns ``dims``."""
     if len(dims) == 1:
         return compact(codes[:, dims[0]])
-    return np.unique(codes[:, dims], axis=0, return_inverse=True)[1].reshape(-1)
+    return lex_ids(codes[:, dims])
 
 
 def _widths(enc: Encoding) -> tuple[list[np.ndarray], np.ndarray]:

@@ -27,6 +27,15 @@ class NoBar:
         pass
 
 
+def check_query_budget(estimated_cost: float, budget: float | None) -> None:
+    """Refuse a whole query whose estimate (``explain()``) exceeds the connection's budget, before anything is
+    published. Each run then checks its own estimate and every round's spending (``Purchase``): the query's
+    estimate cannot see how many rounds a run needs, and a call may carry a budget of its own."""
+    if budget is not None and estimated_cost > budget + 1e-9:
+        raise BudgetExceededError(f"the query's estimated cost ${estimated_cost:,.2f} exceeds the budget "
+                                  f"${budget:,.2f}; nothing was published")
+
+
 class Purchase:
     """What one run buys, collects and spends, on record in the crowddb_* tables (see ``Store``)."""
 

@@ -27,10 +27,10 @@ from .context import OperatorContext
 @dataclasses.dataclass
 class TableInput:
     """A table function's input: ``snapshot``, the input's rows run once and frozen as Arrow (in the input's order),
-    read through the view ``table`` (each column as its DuckDB type) as far as the function needs them."""
+    read through ``source`` (a SELECT over it giving each column its DuckDB type) as far as the function needs them."""
 
     con: duckdb.DuckDBPyConnection
-    table: str
+    source: exp.Select
     columns: list[str]
     snapshot: pa.Table
     types: list[duckdb.DuckDBPyType]
@@ -39,13 +39,18 @@ class TableInput:
         """The input's rows (only ``columns``, in the input's column order, if given) as pandas."""
         keep = set(self.columns if columns is None else columns)
         wanted = [i for i, c in enumerate(self.columns) if c in keep]
-        # text columns straight from the snapshot (Arrow's conversion gives pandas' str dtype, as DuckDB's does, at
-        # a fiftieth of the cost); every other type through DuckDB's own conversion (NULLs, decimals, enums, dates)
-        text = [i for i in wanted if self.types[i].id == "varchar"]
-        others = [self.columns[i] for i in wanted if i not in text]
-        columns = {self.columns[i]: self.snapshot.column(i).to_pandas() for i in text}
+        # text and NULL-free plain numbers straight from the snapshot (Arrow gives the dtypes DuckDB's conversion
+        # gives: pandas' str, int32/int64, float64, bool); every other type through DuckDB's own conversion (NULLs,
+        # decimals, enums, dates)
+        direct = {i: self.snapshot.column(i) for i in wanted
+                  if self.types[i].id == "varchar" or (self.types[i].id in _PLAIN_NUMBERS
+                                                       and self.snapshot.column(i).null_count == 0)}
+        columns = {self.columns[i]: (c.to_pandas() if self.types[i].id == "varchar" else c.to_numpy())
+                   for i, c in direct.items()}
+        others = [self.columns[i] for i in wanted if i not in direct]
         if others:
-            query = exp.select(*(_sql.column(c) for c in others)).from_(_sql.table(self.table))
+            query = exp.select(*(_sql.column(c) for c in others)).from_(
+                self.source.subquery(_sql.identifier("__crowd_input")))
             with setting(self.con, "preserve_insertion_order", True):  # the rows line up with the snapshot's
                 converted = self.con.execute(query.sql(_sql.DIALECT)).df()
             columns.update(converted.items())
@@ -60,12 +65,11 @@ class TableInput:
 @dataclasses.dataclass
 class ArrowRows:
     """A table function's rows as an immutable Arrow table (or a DataFrame no one else holds) DuckDB reads in place
-    (nothing is copied into a table): column i reads as ``types[i]`` where Arrow does not carry the DuckDB type (None:
-    as read); rows come in ascending ``order`` (a column that is not published)."""
+    (nothing is copied into a table), in its row order: column i reads as ``types[i]`` where Arrow does not carry the
+    DuckDB type (None: as read)."""
 
     table: pa.Table | pd.DataFrame
     types: list[duckdb.DuckDBPyType | None] | None
-    order: str | None = None
 
 
 @dataclasses.dataclass
@@ -139,6 +143,8 @@ def _where(column: str, test: str) -> str:
     return f"WHERE {name} IS NOT NULL" if test == "IS NOT NULL" else f"WHERE {test}({name})"
 
 
+_PLAIN_NUMBERS = frozenset({"tinyint", "smallint", "integer", "bigint", "utinyint", "usmallint", "uinteger", "ubigint",
+                            "float", "double", "boolean"})
 _CLAIM_ROLES = ("object", "source", "value")  # the columns TRUTH_DISCOVER and PRIVATE_SYNTH read
 
 
@@ -243,7 +249,7 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
 
     The algorithm reads only its columns (quasi-identifiers, the l-diversity column, hierarchy columns); the
     release is the input's frozen Arrow columns with each quasi-identifier replaced by a dictionary array (each
-    class's labels, each row's label index) and the rows in shuffled order: no column is copied."""
+    class's labels, each row's label index), the rows gathered once in shuffled order."""
     from ..anonymize import anonymize
 
     args = bind("ANONYMIZE", named, {
@@ -285,18 +291,12 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     return TableResult(_release_rows(rows, kept, release, order), report, entry)
 
 
-_POSITION = "__crowd_position"
-
-
 def _release_rows(rows: TableInput, columns: list[str], release, order: np.ndarray) -> ArrowRows:
-    """The release as Arrow: the input's ``columns`` as they are, each quasi-identifier as a dictionary array of its
-    labels, and each row's output position (output row j is input row order[j])."""
-    order_column = _POSITION
-    while order_column in rows.columns:  # never one of the input's own columns
-        order_column += "_"
-    position = np.empty(len(order), dtype=np.int64)
-    position[order] = np.arange(len(order), dtype=np.int64)
-    pre_class = pa.array(release.pre_class.astype(np.int32, copy=False))  # each row's index into the labels below
+    """The release as Arrow, output row j being input row order[j]: the input's ``columns`` gathered in that order,
+    each quasi-identifier a dictionary array of its labels (each class's labels; each row's index into them)."""
+    order = np.asarray(order, dtype=np.int64)
+    pre_class = pa.array(release.pre_class.astype(np.int32, copy=False)[order])  # each row's index into the labels
+    taken = pa.array(order)
     arrays, types = [], []
     for c in columns:
         if c in release.labels:
@@ -306,10 +306,9 @@ def _release_rows(rows: TableInput, columns: list[str], release, order: np.ndarr
             types.append(None)
         else:
             i = rows.columns.index(c)
-            arrays.append(rows.snapshot.column(i))
+            arrays.append(rows.snapshot.column(i).take(taken))  # one vectorized gather (DuckDB reads it in order)
             types.append(rows.types[i])
-    table = pa.Table.from_arrays([*arrays, pa.array(position)], names=[*columns, order_column])
-    return ArrowRows(table, [*types, None], order=order_column)
+    return ArrowRows(pa.Table.from_arrays(arrays, names=columns), types)
 
 
 def _key_column(columns: list[str], roles: TableRoles) -> str | None:
