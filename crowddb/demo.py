@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import connect
 from .datasets import adult_path
+from .errors import PrivacyError
 
 ROLES = {
     "quasi_identifiers": ["age", "sex", "education_num", "marital_status", "race"],
@@ -36,11 +37,18 @@ def run_demo(database: str = ":memory:", rows: int = 2000, seed: int = 7) -> Non
               f"(simulated workers, mean quality {db.sql('SELECT avg(quality) FROM crowddb_workers').fetchall()[0][0]:.2f}).\n")
         print("A published HIT item (what a worker sees):")
         print(db.sql("SELECT content FROM crowddb_hit_items LIMIT 3").df().to_string(index=False), "\n")
-        pick = f"""
+        pick = """
             SELECT education, getcandidate(*, 'Prof-specialty') AS candidate, count(*) AS people
-            FROM adult WHERE id <= {int(rows)} GROUP BY education ORDER BY people DESC LIMIT 5"""
-        print("QUERY", " ".join(pick.split()))
-        print(db.sql(pick).df().to_string(index=False), "\n")
+            FROM adult WHERE id {} GROUP BY education ORDER BY people DESC LIMIT 5"""
+        same = pick.format(f"<= {int(rows)}")
+        print("QUERY", " ".join(same.split()))
+        try:  # the same people generalized per education level: a worker could intersect the two releases
+            db.sql(same)
+        except PrivacyError as refused:
+            print(f"PrivacyError: {str(refused).split(' (a worker')[0]}\n")
+        other = pick.format(f"BETWEEN {int(rows) + 1} AND {2 * int(rows)}")  # people no release has shown
+        print("QUERY", " ".join(other.split()))
+        print(db.sql(other).df().to_string(index=False), "\n")
         print(db.last_plan, "\n")
         print(db.sql("SELECT count(*) AS operator_runs, sum(hits) AS hits, sum(assignments) AS assignments, sum(cached_items) AS cached_items, sum(cost) AS usd FROM crowddb_runs")
               .df().to_string(index=False))

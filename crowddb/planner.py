@@ -25,10 +25,20 @@ from ._sql import DIALECT
 from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
 from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles
 from .operators.context import OperatorContext
-from .operators.human import GROUP_ID, KEY, NOT_ESTIMATED, ROW_ID, TRUTH, HumanInput, HumanOperatorRun, OperatorPlan
-from .operators.table_functions import READS, ArrowRows, TableFunction, TableInput
+from .operators.human import (
+    GROUP_ID,
+    KEY,
+    NOT_ESTIMATED,
+    ROW_ID,
+    TRUTH,
+    HumanInput,
+    HumanOperatorRun,
+    OperatorPlan,
+    RowsOf,
+)
+from .operators.table_functions import CHARGES, READS, ArrowRows, TableFunction, TableInput
 from .replacement import table_function_inputs
-from .store import TableRoles, relation_kind, roles_of
+from .store import TableRoles, composition, privacy, relation_kind, roles_of
 
 _ID = "__crowd_id"
 _GROUP = "__crowd_g"
@@ -90,6 +100,10 @@ class _Source:
     table: str
     columns: list[str]
     roles: TableRoles
+    bases: tuple[str, ...] = ()  # the catalog tables it reads (itself, for a base table)
+    base: bool = False  # a base table: its rowid is the row's identity in the privacy ledger
+    of: str | None = None  # a materialized view/CTE/subquery of this one base table, row by row (``traced``) ...
+    refs: np.ndarray | None = None  # ... and each of its rows' rowid in that table (by the temp table's rowid)
 
 
 @dataclasses.dataclass
@@ -279,8 +293,13 @@ class Planner:
             query = exp.select(*(_sql.column(c) for c in dict.fromkeys(reads))).from_(
                 query.subquery(_sql.identifier("__crowd_input")))
         table, types = snapshot(self.ctx.con, query.sql(DIALECT))
+        row_refs = None
+        if ROW_REF in table.column_names:  # added by traced(): the rows' identity, not input
+            at = table.column_names.index(ROW_REF)
+            row_refs = table.column(at).to_numpy()
+            table, types = table.remove_column(at), types[:at] + types[at + 1:]
         source, columns = self._arrow_select("in", ArrowRows(table, types))
-        return TableInput(self.ctx.con, source, columns, table.rename_columns(columns), types)
+        return TableInput(self.ctx.con, source, columns, table.rename_columns(columns), types, row_refs)
 
     def drop_temps(self) -> None:
         """Drop the temp tables this planner made and release the Arrow tables it registered (none is needed once its
@@ -318,14 +337,52 @@ class Planner:
             raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
                                 f"got {source.sql(DIALECT)!r}")
         reads = READS.get(name, lambda named: None)(named)
+        traced_table = bases = None
+        untraced = query
+        if name == "anonymize":  # a k-anonymous release: its rows go in the privacy ledger, by their table's rowid
+            bases = base_tables(self.ctx.con, query)
+            query, traced_table = traced(self.ctx.con, query)
         rows = self._input(query, reads)  # the input once, in its order, only what the function reads
-        roles = self._relation_roles(table_name, query, rows.columns, kind)
+        roles = self._relation_roles(table_name, untraced, rows.columns, kind)
+        charge, charged, spend = None, [], None
+        if name in CHARGES:  # the epsilon budget: the charge is declared and checked before any noise is drawn
+            charge = CHARGES[name](rows, named)
+            if charge is not None:
+                charged = [table_name.lower()] if kind == "table" else sorted(
+                    {t.lower() for t in base_tables(self.ctx.con, untraced)})
+                spend = privacy.check(self.ctx.con, charged, charge)  # PrivacyBudgetError: nothing ran or was written
         result = self.table_functions[name](self.ctx, rows, named, roles)
+        ledger = []
+        if bases is not None and result.release is not None:
+            ledger = [(traced_table, result.release.published)] if traced_table else [(t, None) for t in bases]
+            for table, published in ledger if self.estimating else ():  # a run is checked as it is recorded
+                composition.check(self.ctx.con, table, "release:next", result.release.k or 1, published)
+        if name in CHARGES and charge is None and result.release is not None and result.release.epsilon is not None:
+            raise PrivacyError(f"{name.upper()}: internal error: a DP release whose charge could not be declared; "
+                               "nothing was recorded")  # fail closed: never an uncharged release
+        if spend is not None:  # explain() shows it too
+            result.report["privacy_charge"] = spend
+        if name == "privacy_budget" and kind != "table":
+            raise ArgumentError("PRIVACY_BUDGET: the first argument must be a table's name (budgets are per table)")
         if result.release is not None and not self.estimating:  # explain() records nothing
             release = result.release
-            result.report["release_id"] = self.ctx.store.log_release(
-                kind=release.kind, method=release.method, k=release.k, epsilon=release.epsilon, delta=release.delta,
-                params=release.params, metrics=release.metrics, objects=release.objects)
+            if release.kind == "privacy_budget":  # a logged act on the budget, not a release
+                if release.method == "reset":
+                    self.ctx.store.reset_privacy_budget(table_name, release.params["unit"])
+                else:
+                    self.ctx.store.set_privacy_budget(table_name, epsilon=release.epsilon, delta=release.delta,
+                                                      unit=release.params["unit"],
+                                                      composition=release.params["composition"])
+            elif charge is not None:  # the release and its charges in one transaction
+                result.report["release_id"] = self.ctx.store.log_charged_release(
+                    tables=charged, charge=charge, kind=release.kind, method=release.method, k=release.k,
+                    epsilon=release.epsilon, delta=release.delta, params=release.params, metrics=release.metrics,
+                    objects=release.objects, ledger=ledger)
+            else:
+                result.report["release_id"] = self.ctx.store.log_release(
+                    kind=release.kind, method=release.method, k=release.k, epsilon=release.epsilon,
+                    delta=release.delta, params=release.params, metrics=release.metrics, objects=release.objects,
+                    ledger=ledger)
         self.ctx.reports.append(result.report)
         rows_out = result.rows if isinstance(result.rows, ArrowRows) else ArrowRows(result.rows, None)
         computed = self._arrow_select("tf", rows_out)[0]  # read in place: nothing copied, no catalog entry
@@ -374,29 +431,49 @@ class Planner:
             if name.lower() not in visible:
                 kind = relation_kind(con, name)
                 if kind == "table":
-                    return _Source(alias, name, _columns(con, name), roles_of(con, name))
+                    return _Source(alias, name, _columns(con, name), roles_of(con, name), (name,), True)
                 if kind == "view":
                     select = _sql.select_all(name)
-                    temp = self._materialize(item, select, alias)
+                    bases = base_tables(con, select)
+                    temp, of, refs = self._materialize(item, select, alias)
                     columns = _columns(con, temp)
                     roles = self.temp_roles[temp] = _rename_roles(self._relation_roles(name, select, columns, kind),
                                                                   temp)
-                    return _Source(alias, temp, columns, roles)
+                    return _Source(alias, temp, columns, roles, bases, False, of, refs)
                 raise UnknownColumnError(f"no table, view or CTE named {name!r}")
             query = self._with_context(_sql.select_all(name), scope)
         elif isinstance(item, exp.Subquery):
             query = self._with_context(item.this, scope)
         else:
             query = self._with_context(exp.select("*").from_(item.copy()), scope)
-        temp = self._materialize(item, query, alias)
+        bases = base_tables(con, query)
+        temp, of, refs = self._materialize(item, query, alias)
         columns = _columns(con, temp)
         roles = self.temp_roles[temp] = _rename_roles(self._relation_roles(None, query, columns), temp)
-        return _Source(alias, temp, columns, roles)
+        return _Source(alias, temp, columns, roles, bases, False, of, refs)
 
-    def _materialize(self, item: exp.Expression, query: exp.Select, alias: str) -> str:
-        temp = self._temp_table("src", query=query)
+    def _materialize(self, item: exp.Expression, query: exp.Select, alias: str
+                     ) -> tuple[str, str | None, np.ndarray | None]:
+        """A FROM item as a temp table (rowids 0..n-1); when its rows are rows of one base table (``traced``), also
+        that table and each row's rowid in it (the privacy ledger's identity of the rows a worker sees)."""
+        with_refs, of = traced(self.ctx.con, query)
+        if of is None:
+            temp = self._temp_table("src", query=query)
+            item.replace(_sql.table(temp, alias))
+            return temp, None, None
+        con = self.ctx.con
+        full = _sql.table(f"__crowd_src_{next(_counter)}").sql(DIALECT)
+        con.execute(f"CREATE TEMP TABLE {full} AS {with_refs.sql(DIALECT)}").fetchall()
+        ref = _sql.identifier(ROW_REF).sql(DIALECT)
+        try:
+            refs = np.asarray([r for (r,) in con.execute(f"SELECT {ref} FROM {full} ORDER BY rowid").fetchall()],
+                              dtype=np.int64)
+            temp = self._temp_table("src", query=sqlglot.parse_one(  # the same rows in the same order, without it
+                f"SELECT * EXCLUDE ({ref}) FROM {full} ORDER BY rowid", read=DIALECT))
+        finally:
+            con.execute(f"DROP TABLE IF EXISTS {full}").fetchall()
         item.replace(_sql.table(temp, alias))
-        return temp
+        return temp, of, refs
 
     def bind(self, call: exp.Anonymous) -> _BoundCall:
         """A human operator call checked against its definition: named overrides, the operator's own arguments, the
@@ -476,6 +553,7 @@ class Planner:
             if KEY not in frame:
                 frame[KEY] = frame[f"{_ID}0"]
         human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
+                           rows_of=_rows_of(published, qi, sources),
                            kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
                            budget=named.get("budget"), seed=named.get("seed"), withheld=withheld,
                            shared=self._shared(frame, [n for n in names if n in qi], group_exprs, sources, what))
@@ -876,3 +954,107 @@ def parse(sql: str) -> list[exp.Expression]:
         first = (getattr(err, "errors", None) or [{}])[0]  # a TokenError carries no positions
         where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
         raise SQLParseError(f"malformed SQL{where}: {first.get('description', err)}") from None
+
+
+def _rows_of(published: list[tuple[str, exp.Expression]], qi: set[str], sources: list[_Source]) -> RowsOf | None:
+    """Whose rows a call's quasi-identifiers are, for the privacy ledger: one base table's (by its rowid, in the
+    frame's identity column of that source), or tables' rows crowddb cannot tie them to; None without QIs."""
+    if not qi:
+        return None
+    aliases = {expr.table.lower() for name, expr in published if name in qi and isinstance(expr, exp.Column)}
+    owners = [(i, s) for i, s in enumerate(sources) if s.alias.lower() in aliases]
+    if len(owners) == 1 and owners[0][1].base:
+        i, source = owners[0]
+        return RowsOf((source.table,), f"{_ID}{i}")
+    if len(owners) == 1 and owners[0][1].of is not None:
+        i, source = owners[0]
+        return RowsOf((source.of,), f"{_ID}{i}", source.refs)
+    tables = tuple(dict.fromkeys(t for _, s in (owners or list(enumerate(sources))) for t in s.bases))
+    return RowsOf(tables, None)
+
+
+def base_tables(con, tree: exp.Expression, seen: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The catalog tables a query reads, through views (a CTE's own name is not one; its definition's tables are)."""
+    found: list[str] = []
+    for table in tree.find_all(exp.Table):
+        name = table.name
+        if not name or name.lower() in seen or table.args.get("db"):
+            continue
+        kind = relation_kind(con, name)
+        if kind == "table":
+            found.append(name)
+        elif kind == "view":
+            sql = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?)", [name]).fetchall()
+            try:
+                found += base_tables(con, sqlglot.parse_one(sql[0][0], read=DIALECT), seen | {name.lower()})
+            except (sqlglot.errors.SqlglotError, IndexError):
+                found.append(name)  # unreadable: the view stands for its tables
+    return tuple(dict.fromkeys(found))
+
+
+ROW_REF = "__crowd_row_ref"
+# parts of a SELECT that make its rows other than its FROM item's rows, one by one
+_NOT_ROW_BY_ROW = ("joins", "group", "distinct", "having", "qualify", "laterals", "pivots", "windows", "connect")
+
+
+def traced(con, query: exp.Expression) -> tuple[exp.Expression, str | None]:
+    """``query`` with a column ``ROW_REF`` holding the rowid of the base-table row each of its rows is, and that
+    table, when it reads one base table row by row, through views, CTEs and subqueries (each a SELECT with a WHERE,
+    ORDER BY or LIMIT at most: no join, GROUP BY, DISTINCT, aggregate, window or set operation); else ``query``
+    unchanged and None. The lineage of rows the privacy ledger needs, as ``lineage`` is the lineage of columns."""
+    copy = query.copy()
+    table = _trace(con, copy, {}, frozenset())
+    return (copy, table) if table is not None else (query, None)
+
+
+def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozenset[str]) -> str | None:
+    """Add ``ROW_REF`` to ``select`` in place (and to the CTE definitions and inlined views it reads); returns the
+    base table, or None (then nothing was changed that the caller keeps: it works on a copy)."""
+    if not isinstance(select, exp.Select) or any(select.args.get(part) for part in _NOT_ROW_BY_ROW) \
+            or any(select.find(kind) for kind in (exp.AggFunc, exp.Window, exp.SetOperation)):
+        return None
+    with_ = select.args.get("with_") or select.args.get("with")  # sqlglot renamed it
+    if with_ is not None:
+        if with_.args.get("recursive"):
+            return None
+        ctes = {**ctes, **{c.alias_or_name.lower(): c for c in with_.expressions}}
+    from_ = select.args.get("from_") or select.args.get("from")
+    item = from_.this if from_ is not None else None
+    alias = item.alias_or_name if item is not None else ""
+    star = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+               for e in select.expressions)
+    if isinstance(item, exp.Table) and not item.args.get("db") and isinstance(item.this, exp.Identifier):
+        name = item.name.lower()
+        if name in ctes:
+            if name in seen:
+                return None
+            table = _trace(con, ctes[name].this, ctes, seen | {name})
+            ref = exp.column(ROW_REF, table=alias, quoted=True)
+        else:
+            kind = relation_kind(con, item.name)
+            if kind == "table":
+                table, star = item.name, False  # a table's * does not bring its rowid
+                ref = exp.column("rowid", table=alias, quoted=True)
+            elif kind == "view" and name not in seen:
+                rows = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal",
+                                   [item.name]).fetchall()
+                try:
+                    tree = sqlglot.parse_one(rows[0][0], read=DIALECT)
+                except (sqlglot.errors.SqlglotError, IndexError):
+                    return None
+                definition = tree.expression if isinstance(tree, exp.Create) else tree
+                table = _trace(con, definition, {}, seen | {name})
+                if table is not None:  # the view inlined, so its rows can carry their rowid
+                    item.replace(exp.Subquery(this=definition, alias=exp.TableAlias(
+                        this=exp.to_identifier(alias, quoted=True))))
+                ref = exp.column(ROW_REF, table=alias, quoted=True)
+            else:
+                return None
+    elif isinstance(item, exp.Subquery):
+        table = _trace(con, item.this, ctes, seen)
+        ref = exp.column(ROW_REF, table=alias, quoted=True)
+    else:
+        return None
+    if table is not None and not star:  # a * over a traced relation brings ROW_REF along
+        select.select(exp.alias_(ref, ROW_REF, quoted=True), copy=False)
+    return table

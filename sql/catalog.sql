@@ -111,6 +111,38 @@ CREATE TABLE IF NOT EXISTS crowddb_releases (
     created_at  TIMESTAMP DEFAULT current_timestamp
 );
 
+-- The privacy ledger of k-anonymous releases (a crowd run 'run:<id>', an ANONYMIZE result 'release:<id>'): each
+-- release per table it showed rows of (traceable: its rows could be tied to the table's), and what it showed of each
+-- row: the row's rowid and its box (its quasi-identifiers' published texts). The guard of k-anonymity across releases
+-- reads them (crowddb/store/composition.py).
+CREATE TABLE IF NOT EXISTS crowddb_ledger (
+    release     VARCHAR NOT NULL,
+    table_name  VARCHAR NOT NULL,
+    k           INTEGER NOT NULL,
+    traceable   BOOLEAN NOT NULL,
+    created_at  TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (release, table_name)
+);
+
+CREATE TABLE IF NOT EXISTS crowddb_published (
+    release     VARCHAR NOT NULL,
+    table_name  VARCHAR NOT NULL,
+    row_ref     BIGINT NOT NULL,
+    k           INTEGER NOT NULL,
+    box         VARCHAR NOT NULL
+);
+
+-- Each published row's history so far, kept with the ledger (same transaction) so the guard reads one row per table
+-- row, however many releases there were: the XOR of md5_number(release || box) over the row's ledger entries, and
+-- the smallest k promised to it.
+CREATE TABLE IF NOT EXISTS crowddb_row_history (
+    table_name  VARCHAR NOT NULL,
+    row_ref     BIGINT NOT NULL,
+    history     UHUGEINT NOT NULL,
+    k           INTEGER NOT NULL,
+    PRIMARY KEY (table_name, row_ref)
+);
+
 -- PRIVATE_SYNTH's per-object privacy report of every release (Theorem 2 of PrisCrowd), appended, never rewritten.
 CREATE TABLE IF NOT EXISTS crowddb_synth_objects (
     release_id      BIGINT NOT NULL,
@@ -131,3 +163,45 @@ CREATE TABLE IF NOT EXISTS crowddb_synth_objects (
 CREATE VIEW IF NOT EXISTS crowddb_last_synth_report AS
 SELECT * EXCLUDE (release_id) FROM crowddb_synth_objects
 WHERE release_id = (SELECT max(release_id) FROM crowddb_synth_objects);
+
+-- The epsilon budget (issue 15, point 3; crowddb/store/privacy.py): one append-only, hash-chained ledger of every act
+-- on a differential-privacy budget: 'budget' (a table's limit per protected unit set), 'reset' (what was spent
+-- forgotten, itself logged) and 'charge' (one release's (epsilon, delta, rho) for one unit, e.g. one source, written
+-- in the release's transaction). hash = sha256(prev_hash || the row's content): an edit through a raw connection
+-- breaks the chain, and db.privacy_report verifies it. Plain SQL through db.sql/db.execute may not write it.
+CREATE TABLE IF NOT EXISTS crowddb_privacy_ledger (
+    seq          BIGINT PRIMARY KEY,
+    act          VARCHAR NOT NULL,
+    table_name   VARCHAR NOT NULL,
+    unit         VARCHAR NOT NULL,
+    unit_id      VARCHAR,
+    release_id   BIGINT,
+    epsilon      DOUBLE,
+    delta        DOUBLE,
+    rho          DOUBLE,
+    composition  VARCHAR,
+    created_at   TIMESTAMP DEFAULT current_timestamp,
+    prev_hash    VARCHAR NOT NULL,
+    hash         VARCHAR NOT NULL
+);
+
+-- What each protected unit of each table has spent since the table's last reset, and its budget (the latest 'budget'
+-- act): the SQL side of db.privacy_report. rho_spent is NULL when a charge of the unit has no rho (zCDP).
+CREATE VIEW IF NOT EXISTS crowddb_privacy_spent AS
+WITH budgets AS (
+    SELECT table_name, unit, arg_max(epsilon, seq) AS budget_epsilon, arg_max(delta, seq) AS budget_delta,
+           arg_max(composition, seq) AS composition
+    FROM crowddb_privacy_ledger WHERE act = 'budget' GROUP BY table_name, unit),
+resets AS (
+    SELECT table_name, unit, max(seq) AS reset_seq FROM crowddb_privacy_ledger WHERE act = 'reset'
+    GROUP BY table_name, unit),
+spent AS (
+    SELECT l.table_name, l.unit, l.unit_id, count(DISTINCT l.release_id) AS releases, sum(l.epsilon) AS epsilon_spent,
+           sum(l.delta) AS delta_spent, CASE WHEN bool_and(l.rho IS NOT NULL) THEN sum(l.rho) END AS rho_spent
+    FROM crowddb_privacy_ledger l LEFT JOIN resets r ON r.table_name = l.table_name AND r.unit = l.unit
+    WHERE l.act = 'charge' AND l.seq > coalesce(r.reset_seq, 0)
+    GROUP BY l.table_name, l.unit, l.unit_id)
+SELECT s.table_name, s.unit, s.unit_id, s.releases, s.epsilon_spent, s.delta_spent, s.rho_spent, b.composition,
+       b.budget_epsilon, b.budget_delta, b.budget_epsilon - s.epsilon_spent AS epsilon_left,
+       b.budget_delta - s.delta_spent AS delta_left
+FROM spent s LEFT JOIN budgets b ON b.table_name = s.table_name AND b.unit = s.unit;

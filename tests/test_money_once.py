@@ -129,6 +129,9 @@ POINTS = {
 }
 
 
+RESUMED_ROUNDS_REFUSED = ("before publish", "before the answers' commit")
+
+
 @pytest.mark.parametrize("kind", ["groups", "fka"])
 @pytest.mark.parametrize("point", list(POINTS))
 def test_a_run_killed_at_any_point_is_resumed_buying_nothing_twice(tmp_path, shared_tmp, kind, point):
@@ -138,6 +141,17 @@ def test_a_run_killed_at_any_point_is_resumed_buying_nothing_twice(tmp_path, sha
     child = run_child(path, POINTS[point], QUERIES[kind])
     assert child.returncode == -9, child.stderr[-3000:]  # SIGKILLed, at that point
     crowd = DiskCrowd(path.with_suffix(".crowd.json"))
+    if kind == "groups" and point in RESUMED_ROUNDS_REFUSED:
+        # the rerun would post the knock-out round itself: a new release showing a subset of the killed run's rows,
+        # which a worker could tell apart from the rest of their classes (issue 15's guard refuses it; widening the
+        # round to whole classes would let it complete). Nothing is bought by the refused rerun.
+        posted = list(crowd.snapshot()["received"])
+        with crowddb.connect(path, platform=crowd, progress=False) as db:
+            with pytest.raises(crowddb.errors.PrivacyError, match="k-anonymity of run:1"):
+                db.sql(QUERIES[kind]).df()
+            check_platform_agrees(db, crowd)  # what was posted is on record, collected and paid once
+        assert list(crowd.snapshot()["received"]) == posted  # the refused rerun posted nothing
+        return
     with crowddb.connect(path, platform=crowd, progress=False) as db:
         got = db.sql(QUERIES[kind]).df()
         figures = check_platform_agrees(db, crowd)

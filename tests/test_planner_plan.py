@@ -115,7 +115,8 @@ def test_truth_discover_takes_only_its_three_columns_out_of_duckdb(recorded, mon
                  "method := 'mv')").fetchall()
     assert got == [(20,)] and seen == [["o", "s", "v"]]
     db.sql("SELECT count(*) FROM ANONYMIZE(wide, k := 5, quasi_identifiers := ['o'])").fetchall()
-    assert seen[-1] == ["o", "s", "v", "extra1", "extra2"]
+    # all its columns (the release keeps them), and each row's rowid for the privacy ledger (not a column of the input)
+    assert seen[-1] == ["o", "s", "v", "extra1", "extra2", "__crowd_row_ref"]
     with pytest.raises(crowddb.errors.UnknownColumnError,
                        match=r"^TRUTH_DISCOVER: value column 'nope' is not in the input \(columns: \['o', 's', 'v', "
                              r"'extra1', 'extra2'\]\)$"):

@@ -51,6 +51,18 @@ class HumanInput:
     seed: int | None = None
     withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # input column -> why it is not published
     shared: list[str] = dataclasses.field(default_factory=list)  # QIs every row of a group shares (group operators)
+    rows_of: RowsOf | None = None  # whose rows the generalized QIs are (the privacy ledger); None: no QI published
+
+
+@dataclasses.dataclass(frozen=True)
+class RowsOf:
+    """The table(s) a call's published rows belong to, for the privacy ledger: with ``column`` (the frame's column
+    holding each row's rowid, or with ``refs`` an index into ``refs``, the rowids) they are rows of the one table
+    ``tables[0]``; without, crowddb cannot tie them to rows of ``tables`` (a join, an aggregate)."""
+
+    tables: tuple[str, ...]
+    column: str | None
+    refs: np.ndarray | None = dataclasses.field(default=None, compare=False)
 
 
 NOT_ESTIMATED = "not estimated"  # OperatorPlan.anonymizer of an operator explain() could not estimate (see note)
@@ -142,6 +154,10 @@ class HumanOperatorRun:
         items = self._items(self.shown)
         cached, have, hits, layout = self.purchase.prepare(items, 1)
         plan = self._plan(items, have, hits, metrics)
+        if self.estimating and len(hits):  # explain(): would the guard of k-anonymity across releases refuse it?
+            refusal = self.purchase.refusal(items, layout, self.shown)
+            if refusal:
+                plan.note = "; ".join(filter(None, [plan.note, f"would be refused: {refusal}"]))
         self.plan = plan
         self.metrics = metrics
         self.ctx.plans.append(plan)

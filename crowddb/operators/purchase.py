@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 
 from ..crowd import HitBatch, KnowledgeBase
-from ..errors import BudgetExceededError, CrowdDBError, PlatformError, UnknownHITError
+from ..errors import BudgetExceededError, CrowdDBError, PlatformError, PrivacyError, UnknownHITError
+from ..store import composition
+from .columns import ROW_ID
 from .context import OperatorContext
 from .packing import hit_batch, hit_layout
 
@@ -124,7 +126,8 @@ class Purchase:
             platform = self.ctx.platform
             keys = layout.merge(ident, on="item_id")
             ids = batch.hits["hit_id"].tolist()
-            self._record_posted(batch, keys)  # write-ahead: on record as 'publishing' before the platform is called
+            ledger = self._ledger(items, layout, shown, round_no)  # refuses what would break an earlier release
+            self._record_posted(batch, keys, ledger)  # write-ahead: on record as 'publishing' before the platform is called
             try:
                 with self._platform_errors(f"publishing {len(hits)} HITs (round {round_no})"):
                     platform.publish(batch, knowledge=knowledge)
@@ -181,7 +184,36 @@ class Purchase:
                                 f"{type(err).__name__}: {err}") from err
 
     # ---------------------------------------------------------------------- purchases, recorded as they happen
-    def _record_posted(self, batch: HitBatch, keys: pd.DataFrame) -> None:
+    def _ledger(self, items: pd.DataFrame, layout: pd.DataFrame, shown: pd.DataFrame, round_no: int
+                ) -> list[tuple[str, pd.DataFrame | None]]:
+        """The rows this round publishes, per table, for the privacy ledger; the guard of k-anonymity across
+        releases checks them as they are recorded (crowddb/store/composition.py), before the platform is called.
+        FKA's samples (round 0) are synthetic tuples, nobody's row."""
+        rows_of = self.call.rows_of
+        if rows_of is None or round_no < 1:
+            return []
+        if rows_of.column is None:
+            targets = [(table, None) for table in rows_of.tables]
+        else:
+            posted = items.loc[items["item_id"].isin(layout["item_id"]), ROW_ID].to_numpy()
+            refs = self.call.frame[rows_of.column].to_numpy()[posted]
+            if rows_of.refs is not None:  # a materialized view/CTE/subquery: its rowids index the table's
+                refs = rows_of.refs[refs]
+            boxes = composition.box_text(shown.iloc[posted], list(self.call.quasi_identifiers))
+            targets = [(rows_of.tables[0], composition.planned(refs, boxes))]
+        return targets
+
+    def refusal(self, items: pd.DataFrame, layout: pd.DataFrame, shown: pd.DataFrame) -> str | None:
+        """explain(): why the guard would refuse round 1 of this run (None: it would not)."""
+        try:
+            for table, rows in self._ledger(items, layout, shown, 1):
+                composition.check(self.store.con, table, f"run:{self.run_id}", int(self.op.k), rows)
+        except PrivacyError as refused:
+            return str(refused)
+        return None
+
+    def _record_posted(self, batch: HitBatch, keys: pd.DataFrame,
+                       ledger: list[tuple[str, pd.DataFrame | None]] = ()) -> None:
         """The HITs about to be posted, with exactly what they show, as 'publishing' (one transaction), before the
         platform is called (write-ahead): a run that dies during or after publish() leaves them on record, and the
         next run asks the platform which of them it has instead of posting anything again."""
@@ -190,7 +222,8 @@ class Purchase:
             domain=json.dumps(list(self.domain)) if self.domain is not None else None,
             n_items=batch.hits["hit_id"].map(batch.items.groupby("hit_id")["item_no"].nunique()))
         items = batch.items.merge(keys[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
-        self.store.record_posted(self.run_id, hits, items, batch.published_columns, group=self.op.kind == "group")
+        self.store.record_posted(self.run_id, hits, items, batch.published_columns, group=self.op.kind == "group",
+                                 ledger=[(table, f"run:{self.run_id}", int(self.op.k), rows) for table, rows in ledger])
         self._wrote_hits = True
 
     def _resolve_publishing(self, hit_ids: list[str]) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,7 +21,7 @@ from .. import _sql
 from .._duck import setting
 from ..arguments import NUMBER, REQUIRED, SEED, Param, bind, check_finite
 from ..errors import ArgumentError, CrowdDBError, EmptyInputError, PrivacyError, UnknownColumnError
-from ..store import TableRoles
+from ..store import TableRoles, composition, privacy
 from .context import OperatorContext
 
 
@@ -34,6 +35,7 @@ class TableInput:
     columns: list[str]
     snapshot: pa.Table
     types: list[duckdb.DuckDBPyType]
+    row_refs: np.ndarray | None = None  # each row's rowid in the one table it is of (privacy ledger), if it is
 
     def df(self, columns: list[str] | None = None) -> pd.DataFrame:
         """The input's rows (only ``columns``, in the input's column order, if given) as pandas."""
@@ -85,6 +87,7 @@ class ReleaseEntry:
     params: dict[str, Any]
     metrics: dict[str, Any]
     objects: pd.DataFrame | None = None
+    published: pd.DataFrame | None = None  # an anonymization's rows (row_ref, box) for the privacy ledger
 
 
 @dataclasses.dataclass
@@ -238,6 +241,134 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
     return TableResult(result.rows[["object", "value"]].reset_index(drop=True), report, release)
 
 
+# ------------------------------------------------------------------------------ epsilon budget: the charges
+# A release's charge is declared from its arguments and its frozen input only, before the function runs (so before
+# any noise is drawn): the planner checks it against the budget and writes it with the release (store/privacy.py).
+# None: the call releases nothing under DP (or its arguments are bad, and the function itself says so).
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, NUMBER) and not isinstance(value, bool) and math.isfinite(value) \
+        else None
+
+
+def _source_counts(rows: TableInput, source: Any) -> pd.Series | None:
+    """Claims per source (the protected unit) in the frozen input, keyed by the source's text."""
+    if not isinstance(source, str) or source not in rows.columns:
+        return None
+    return rows.df([source])[source].astype(str).value_counts(sort=False)
+
+
+def truth_discover_charge(rows: TableInput, named: dict[str, Any]) -> privacy.Charge | None:
+    """TRUTH_DISCOVER with ``perturb :=`` is local DP: every answer is perturbed once with (epsilon, delta), so a
+    source with n answers in the input spends n epsilon and n delta (sequential composition over its answers, Dwork &
+    Roth 2014, Theorem 3.16), and each later call that perturbs its answers again adds again. rho per answer: pure
+    epsilon-LDP ('laplace', 'rr', 'mf') epsilon^2 / 2 (Bun & Steinke 2016, Proposition 1.4, via OpenDP); 'gaussian':
+    ``privacy.gaussian_rho`` (the classic calibration's rho), n times per source (Bun & Steinke Lemma 2.3). Seeded
+    calls are charged like any other."""
+    perturb, epsilon = named.get("perturb"), _number(named.get("epsilon"))
+    if not isinstance(perturb, str) or epsilon is None or epsilon <= 0:
+        return None
+    delta = _number(named.get("delta")) or 0.0
+    counts = _source_counts(rows, named.get("source"))
+    if counts is None:
+        return None
+    gaussian = perturb.lower() == "gaussian"
+    if gaussian and not 0 < delta < 1:
+        return None
+    rho = privacy.gaussian_rho(epsilon, delta) if gaussian else privacy.pure_rho(epsilon)
+    n = counts.to_numpy(dtype=float)
+    per_unit = pd.DataFrame({"unit_id": counts.index.astype(str), "epsilon": n * epsilon, "delta": n * delta,
+                             "rho": n * rho})
+    return privacy.Charge("TRUTH_DISCOVER", "source", per_unit,
+                          f"{perturb} local DP: (epsilon={epsilon:g}, delta={delta:g}) per answer, times the source's "
+                          "answers")
+
+
+def private_synth_charge(rows: TableInput, named: dict[str, Any]) -> privacy.Charge | None:
+    """PRIVATE_SYNTH's charge is an upper bound computed before sampling (the realized epsilon_release depends on how
+    many candidates were tried, known only after). Per object with |D_i| >= k claims, one candidate is
+    (epsilon_1, delta_1)-DP by Theorem 2 of PrisCrowd (crowddb/synth/accounting.py): epsilon_1 = epsilon0 + log(1 +
+    (gamma/t) max c / min c) <= epsilon0 + log(1 + gamma / (t weight_floor)) (the floor bounds max c / min c by
+    1 / weight_floor), delta_1 = |D_i| max c exp(-epsilon0 (k - t)) <= |D_i| exp(-epsilon0 (k - t)) (c is normalized,
+    so max c <= 1); with an ``epsilon`` target, epsilon_1 <= the target and t <= the least t meeting it at the
+    bounded ratio. The object's figure composes max_attempts candidates (the worst case: ``accounting.compose``,
+    the tighter of basic and advanced composition, as the release's own figures), and a source adds up the figures
+    of the objects it has claims on (the accounting's rule). 'basic' (Laplace): epsilon per claim, n claims n
+    epsilon. No guarantee (weight_floor 0, privacy_test false, small_objects 'release', k < 2): an infinite charge,
+    refused under any budget. No rho: (epsilon, delta)-DP only."""
+    from ..synth.accounting import COMPOSITION_DELTA, compose
+
+    src, obj = named.get("source"), named.get("object")
+    counts = _source_counts(rows, src)
+    if counts is None or not isinstance(obj, str) or obj not in rows.columns:
+        return None
+    method = named.get("method", "priscrowd")
+    if method == "basic":
+        epsilon = _number(named.get("epsilon", 1.0))
+        if epsilon is None or epsilon <= 0:
+            return None
+        n = counts.to_numpy(dtype=float)
+        per_unit = pd.DataFrame({"unit_id": counts.index.astype(str), "epsilon": n * epsilon, "delta": 0.0,
+                                 "rho": n * privacy.pure_rho(epsilon)})
+        return privacy.Charge("PRIVATE_SYNTH", "source", per_unit, f"basic Laplace: epsilon={epsilon:g} per claim")
+    m, k = named.get("m", 30), named.get("k", 5)
+    gamma, eps0 = _number(named.get("gamma", 4.0)), _number(named.get("epsilon0", 1.0))
+    floor, target = _number(named.get("weight_floor", 0.1)), _number(named.get("epsilon"))
+    t, attempts = named.get("t"), named.get("max_attempts")
+    if not (isinstance(m, int) and isinstance(k, int) and m >= 1 and gamma is not None and eps0 is not None
+            and floor is not None) or (t is not None and not isinstance(t, int)):
+        return None
+    attempts = int(attempts) if isinstance(attempts, int) else 200 * m
+    delta_prime = _number(named.get("composition_delta", COMPOSITION_DELTA)) or COMPOSITION_DELTA
+    frame = rows.df([obj, src])
+    claims = frame.groupby(obj, sort=False)[src].transform("size").to_numpy()  # |D_i| of each claim's object
+    guaranteed = (k >= 2 and floor > 0 and named.get("privacy_test", True) is not False
+                  and named.get("small_objects", "withhold") != "release")
+    if not guaranteed:
+        per_claim = np.full(len(frame), np.inf)
+        dl_claim = np.full(len(frame), np.inf)
+    else:
+        ratio = 1.0 / floor
+        t0 = t if t is not None else 1
+        if target is not None and t is None:  # the least t meeting the target at the bounded ratio (or k - 1)
+            ok = [s for s in range(1, k) if eps0 + math.log1p(gamma / s * ratio) <= target]
+            t0 = ok[0] if ok else k - 1
+        eps1 = eps0 + math.log1p(gamma / max(t0, 1) * ratio)
+        if target is not None:
+            eps1 = min(eps1, target)
+        dl1 = claims * math.exp(-eps0 * (k - t0))
+        figures = compose(np.full(len(frame), eps1), dl1, np.full(len(frame), attempts), delta_prime)
+        ran = claims >= k  # smaller objects are withheld: they spend nothing
+        per_claim = np.where(ran, figures["epsilon"], 0.0)
+        dl_claim = np.where(ran, figures["delta"], 0.0)
+    # one figure per (source, object): a source's several claims on one object are one object's release
+    pairs = pd.DataFrame({"unit_id": frame[src].astype(str).to_numpy(), "object": frame[obj].astype(str).to_numpy(),
+                          "epsilon": per_claim, "delta": dl_claim}).drop_duplicates(["unit_id", "object"])
+    per_unit = pairs.groupby("unit_id", sort=False)[["epsilon", "delta"]].sum().reset_index().assign(rho=np.nan)
+    return privacy.Charge("PRIVATE_SYNTH", "source", per_unit,
+                          f"PrisCrowd worst case: Theorem 2 bound composed over max_attempts={attempts} candidates "
+                          "per object, summed over the source's objects")
+
+
+# ---------------------------------------------------------------------------------------- PRIVACY_BUDGET
+def privacy_budget(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
+                   ) -> TableResult:
+    """PRIVACY_BUDGET(table, epsilon := 5, delta := 0, unit := 'source', composition := 'sequential'|'zcdp') sets a
+    table's epsilon budget; PRIVACY_BUDGET(table, reset := true) forgets what was spent. Both are logged acts of the
+    privacy ledger, written by the planner (not by explain()); the row returned is the request."""
+    args = bind("PRIVACY_BUDGET", named, {
+        "epsilon": Param(NUMBER, None), "delta": Param(NUMBER, 0.0), "unit": Param(str, "source"),
+        "composition": Param(str, "sequential"), "reset": Param(bool, False)})
+    if args["reset"] == (args["epsilon"] is not None):
+        raise ArgumentError("PRIVACY_BUDGET: pass either epsilon := ... (set the budget) or reset := true")
+    privacy._check_unit(args["unit"])
+    out = pd.DataFrame([{"act": "reset" if args["reset"] else "budget", "unit": args["unit"],
+                         "epsilon": args["epsilon"], "delta": None if args["reset"] else float(args["delta"]),
+                         "composition": None if args["reset"] else args["composition"]}])
+    report = {"operator": "PRIVACY_BUDGET", **out.iloc[0].to_dict()}
+    return TableResult(out, report, ReleaseEntry("privacy_budget", out["act"].iloc[0], None, args["epsilon"],
+                                                 args["delta"], dict(args), {}))
+
+
 # ----------------------------------------------------------------------------------------------- ANONYMIZE
 def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
                     ) -> TableResult:
@@ -288,6 +419,11 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
                           "hierarchies": hierarchies, "key": key, "key_dropped": key_dropped}, metrics)
     order = np.random.default_rng(seed).permutation(len(release.groups))
     kept = [c for c in rows.columns if not (key_dropped and c == key)]
+    if rows.row_refs is not None:  # each row's box, as the release prints it (composition.box_text's order)
+        names = sorted(qi)
+        per_class = pd.DataFrame({q: np.asarray([str(x) for x in release.labels[q][0]], dtype=object)[
+            release.labels[q][1]] for q in names})
+        entry.published = composition.planned(rows.row_refs, composition.box_text(per_class, names)[release.pre_class])
     return TableResult(_release_rows(rows, kept, release, order), report, entry)
 
 
@@ -329,6 +465,13 @@ TABLE_FUNCTIONS: dict[str, TableFunction] = {
     "truth_discover": truth_discover,
     "private_synth": private_synth,
     "anonymize": anonymize_table,
+    "privacy_budget": privacy_budget,
+}
+
+#: a DP release's charge, declared before it runs (``privacy.Charge``; None: no DP release)
+CHARGES: dict[str, Callable[[TableInput, dict[str, Any]], privacy.Charge | None]] = {
+    "truth_discover": truth_discover_charge,
+    "private_synth": private_synth_charge,
 }
 
 #: the input columns a table function reads, from its named arguments (None: all of them; ANONYMIZE's release
@@ -337,4 +480,5 @@ READS: dict[str, Callable[[dict[str, Any]], list[str] | None]] = {
     "truth_discover": _claim_columns,
     "private_synth": _claim_columns,
     "anonymize": lambda named: None,
+    "privacy_budget": lambda named: [],
 }

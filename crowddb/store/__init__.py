@@ -22,6 +22,7 @@ from sqlglot import exp
 
 from .. import _sql
 from .._duck import registered, transaction
+from . import composition, privacy
 from .roles import TableRoles, declare_roles, ensure_catalog, relation_kind, resolve_table, roles_of, table_columns
 
 __all__ = ["RUN_TIMEOUT_HOURS", "Store", "TableRoles", "declare_roles", "ensure_catalog", "relation_kind",
@@ -143,11 +144,13 @@ class Store:
 
     # ------------------------------------------------------------------------------------------------------ HITs
     def record_posted(self, run_id: int, hits: pd.DataFrame, items: pd.DataFrame, published: Sequence[str],
-                      group: bool) -> None:
+                      group: bool, ledger: Sequence[tuple[str, str, int, pd.DataFrame | None]] = ()) -> None:
         """The HITs about to be posted, with exactly what they show (the ``published`` columns of ``items``, one
-        JSON value per item; a group item lists its rows), in one transaction."""
+        JSON value per item; a group item lists its rows), and the rows they publish in the privacy ledger
+        ((table, release, k, rows) each; ``composition.record``), in one transaction."""
         content = _content_sql(list(published), group)
-        with registered(self.con, __crowd_h=hits, __crowd_i=items), transaction(self.con):
+
+        def write() -> None:
             self.con.execute("UPDATE crowddb_runs SET heartbeat = current_timestamp WHERE run_id = ?", [run_id])
             self.con.execute("INSERT INTO crowddb_hits (hit_id, run_id, operator, question, domain, n_items, "
                              "assignments, reward, fee_rate, platform, status) SELECT hit_id, run_id, operator, "
@@ -155,6 +158,11 @@ class Store:
                              "FROM __crowd_h")
             self.con.execute(f"INSERT INTO crowddb_hit_items (hit_id, item_no, item_key, occurrence, content) "
                              f"{content}")
+            for table, release, k, rows in ledger:  # refuses (and rolls all back) what would break a release
+                composition.record(self.con, table, release, k, rows)
+
+        with registered(self.con, __crowd_h=hits, __crowd_i=items):
+            self.in_own_transaction(write)
 
     def set_hit_status(self, hit_ids: Sequence[str], status: str, was: str | None = None) -> None:
         """HITs (of status ``was``, if given) become ``status`` (one statement)."""
@@ -166,10 +174,14 @@ class Store:
     def drop_unposted(self, hit_ids: Sequence[str]) -> None:
         """Write-ahead records of HITs the platform never got (still 'publishing'): the crowd saw nothing of them."""
         with registered(self.con, __crowd_u=_ids(hit_ids)):
+            runs = [r for (r,) in self.con.execute(
+                "SELECT DISTINCT run_id FROM crowddb_hits WHERE status = 'publishing' AND hit_id IN "
+                "(SELECT hit_id FROM __crowd_u)").fetchall()]
             self.con.execute("DELETE FROM crowddb_hit_items WHERE hit_id IN (SELECT hit_id FROM __crowd_u) AND hit_id "
                              "IN (SELECT hit_id FROM crowddb_hits WHERE status = 'publishing')")
             self.con.execute("DELETE FROM crowddb_hits WHERE status = 'publishing' AND hit_id IN "
                              "(SELECT hit_id FROM __crowd_u)")
+        composition.forget_unposted(self.con, runs)
 
     def resolve_publishing(self, posted: Sequence[str], unposted: Sequence[str]) -> None:
         """'publishing' HITs the platform confirmed become 'published'; the others' records are dropped (one
@@ -241,8 +253,10 @@ class Store:
     # -------------------------------------------------------------------------------------------------- releases
     def log_release(self, *, kind: str, method: str, k: int | None = None, epsilon: float | None = None,
                     delta: float | None = None, params: dict[str, Any], metrics: dict[str, Any],
-                    objects: pd.DataFrame | None = None) -> int:
-        """One row of crowddb_releases (and, for a synthesis, its per-object log in crowddb_synth_objects), in a
+                    objects: pd.DataFrame | None = None,
+                    ledger: Sequence[tuple[str, pd.DataFrame | None]] = ()) -> int:
+        """One row of crowddb_releases (and, for a synthesis, its per-object log in crowddb_synth_objects; for an
+        anonymization, the rows it published per table in the privacy ledger, ``composition.record``), in a
         transaction of its own; returns the release id."""
         def insert() -> int:
             release_id = self._insert_release(kind=kind, method=method, k=k, epsilon=epsilon, delta=delta,
@@ -251,9 +265,11 @@ class Store:
                 with registered(self.con, __crowd_synth_log=objects):
                     self.con.execute("INSERT INTO crowddb_synth_objects SELECT ?, * FROM __crowd_synth_log",
                                      [release_id])
+            for table, rows in ledger:
+                composition.record(self.con, table, f"release:{release_id}", int(k or 1), rows)
             return release_id
 
-        return self.in_own_transaction(insert, one_statement=objects is None)
+        return self.in_own_transaction(insert, one_statement=objects is None and not ledger)
 
     def _insert_release(self, *, kind: str, method: str, k: int | None, params: dict[str, Any],
                         metrics: dict[str, Any], epsilon: float | None = None, delta: float | None = None,
@@ -266,6 +282,32 @@ class Store:
             [run_id, kind, method, k, epsilon, delta, json.dumps(params, default=_json_value),
              json.dumps(metrics, default=_json_value)]).fetchall()
         return int(rows[0][0])
+
+    # ------------------------------------------------------------------------------------------ epsilon budget
+    def set_privacy_budget(self, table: str, *, epsilon: float, delta: float = 0.0, unit: str = "source",
+                           composition: str = "sequential") -> None:
+        """A 'budget' act on the privacy ledger (``privacy.set_budget``), in a transaction of its own."""
+        self.in_own_transaction(lambda: privacy.set_budget(self.con, table, epsilon=epsilon, delta=delta, unit=unit,
+                                                           composition=composition))
+
+    def reset_privacy_budget(self, table: str, unit: str = "source") -> None:
+        """A 'reset' act on the privacy ledger: earlier charges stop counting, and the reset is on record."""
+        self.in_own_transaction(lambda: privacy.reset(self.con, table, unit))
+
+    def log_charged_release(self, *, tables: Sequence[str], charge: privacy.Charge, **release: Any) -> int:
+        """``log_release`` and the release's charges (``privacy.record``) in ONE transaction: a crash leaves both or
+        neither. The budget is checked again inside it (another connection may have charged since the planner's
+        check), so a release never commits over budget; returns the release id."""
+        def write() -> int:
+            with transaction(self.con):  # log_release's own transaction joins this one
+                privacy.check(self.con, tables, charge)
+                release_id = self.log_release(**release)
+                if privacy.AFTER_RELEASE_HOOK is not None:
+                    privacy.AFTER_RELEASE_HOOK()
+                privacy.record(self.con, tables, charge, release_id)
+            return release_id
+
+        return self.in_own_transaction(write)
 
 
 def _ids(hit_ids: Sequence[str]) -> pd.DataFrame:

@@ -1,0 +1,266 @@
+"""Issue 15: the guard of k-anonymity across releases (crowddb/store/composition.py), release by release.
+
+The adversary test (test_privacy_composition.py) runs 30 random sequences through an independent checker; these
+tests pin the guard's decisions and its ledger one case at a time: what is refused, that a refusal publishes and pays
+nothing, what is accepted, and that the ledger says exactly what workers saw.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import RecordingCrowd, people_frame
+
+import crowddb
+from crowddb.errors import PrivacyError
+from crowddb.planner import ROW_REF, traced
+from crowddb.store.composition import BOX_SEPARATOR
+
+ROLES = {"quasi_identifiers": ["age", "sex", "zip"], "sensitive": ["salary"], "ground_truth": "job", "key": "id"}
+
+
+@pytest.fixture
+def db():
+    with crowddb.connect(platform=RecordingCrowd(qualities=np.ones(10), seed=1), seed=3, progress=False) as con:
+        con.load_frame("people", people_frame(120), **ROLES)
+        yield con
+
+
+def state(db) -> dict:
+    """What was published and paid, and what the ledger holds."""
+    one = lambda q: db.sql(q).fetchall()  # noqa: E731
+    return {"hits": one("SELECT count(*) FROM crowddb_hits"), "items": one("SELECT count(*) FROM crowddb_hit_items"),
+            "paid": one("SELECT count(*), coalesce(sum(reward), 0) FROM crowddb_payments"),
+            "runs": one("SELECT run_id, status FROM crowddb_runs ORDER BY run_id"),
+            "ledger": one("SELECT release, count(*) FROM crowddb_published GROUP BY ALL ORDER BY ALL"),
+            "posted": len(db.platform.published)}
+
+
+def ledger(db, release: str) -> pd.DataFrame:
+    return db.sql(f"SELECT row_ref, box, k FROM crowddb_published WHERE release = '{release}' ORDER BY row_ref").df()
+
+
+# ----------------------------------------------------------------------------------------------------- refusals
+def test_a_subset_of_an_earlier_release_is_refused_before_anything_is_published(db):
+    db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+    before = state(db)
+    assert before["ledger"] == [("run:1", 120)]
+    with pytest.raises(PrivacyError, match=r"k-anonymity of run:1 .*Run it over the same rows, k and anonymizer"):
+        db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE age < 40").df()
+    assert state(db) == before  # nothing posted, paid or recorded; the refused run left no row
+
+
+def test_nested_partitions_are_accepted_with_the_smaller_k_promised(db):
+    """Mondrian's k=20 classes over the same rows are unions of its k=5 classes (the same median cuts, stopped
+    earlier), so a worker who intersects them learns the k=5 classes: at least 5 rows, the smaller k promised."""
+    db.sql("SELECT id, getposition(*, k := 5) FROM people").df()
+    db.sql("SELECT id, getposition(*, k := 20) FROM people").df()
+    fine, coarse = ledger(db, "run:1"), ledger(db, "run:2")
+    pairs = fine.merge(coarse, on="row_ref", suffixes=("_5", "_20"))
+    assert len(pairs) == 120
+    assert pairs.groupby("box_5")["box_20"].nunique().max() == 1  # each k=5 box lies in one k=20 box
+    assert pairs.groupby("box_5").size().min() >= 5 and pairs.groupby("box_20").size().min() >= 20
+
+
+def test_a_crossing_partition_is_refused(db):
+    """A subset of the rows generalized anew: its boxes cross the first release's, and the rows it leaves out of
+    each earlier class are told apart from the ones it shows."""
+    db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+    with pytest.raises(PrivacyError, match="run:1"):
+        db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id > 30").df()
+
+
+def test_other_quasi_identifier_boxes_of_the_same_rows_are_refused(db):
+    db.sql("SELECT * FROM ANONYMIZE(people, k := 10)").fetchall()
+    with pytest.raises(PrivacyError, match=r"k-anonymity of release:1 "):
+        db.sql("SELECT * FROM ANONYMIZE(people, k := 10, method := 'datafly')").fetchall()
+    assert [r for (r,) in db.sql("SELECT release_id FROM crowddb_releases").fetchall()] == [1]  # not recorded
+
+
+# ----------------------------------------------------------------------------------------------------- accepted
+def test_a_rerun_is_served_from_the_answers_on_record(db):
+    first = db.sql("SELECT id, getposition(*, k := 10) AS p FROM people ORDER BY id").df()
+    posted = state(db)["posted"]
+    again = db.sql("SELECT id, getposition(*, k := 10) AS p FROM people ORDER BY id").df()  # no seed := either
+    pd.testing.assert_frame_equal(first, again)
+    assert state(db)["posted"] == posted
+    assert state(db)["ledger"] == [("run:1", 120)]
+
+
+def test_rows_no_release_showed_may_be_released_on_their_own(db):
+    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id <= 60").df()
+    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id > 60").df()
+    assert state(db)["ledger"] == [("run:1", 60), ("run:2", 60)]
+    ids = db.sql("SELECT rowid, id FROM people").df().set_index("rowid")["id"]
+    assert sorted(ids[ledger(db, "run:2")["row_ref"]]) == list(range(61, 121))
+
+
+def test_anonymize_with_the_crowd_run_s_partition_is_accepted(db):
+    """Mondrian is deterministic: ANONYMIZE over the same rows with the same k prints the same boxes."""
+    db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+    db.sql("SELECT * FROM ANONYMIZE(people, k := 10)").fetchall()
+    (release,), = db.sql("SELECT release_id FROM crowddb_releases WHERE run_id IS NULL").fetchall()
+    crowd, released = ledger(db, "run:1"), ledger(db, f"release:{release}")
+    pd.testing.assert_frame_equal(crowd, released)
+
+
+def test_rows_inserted_later_are_released_on_their_own(db):
+    db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+    db.sql("INSERT INTO people SELECT id + 1000 AS id, * EXCLUDE (id) FROM people WHERE id <= 40")  # roles follow
+    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id > 1000").df()  # only rows no one saw
+    assert state(db)["ledger"] == [("run:1", 120), ("run:2", 40)]
+    with pytest.raises(PrivacyError):  # all rows again: the old ones in new boxes, beside the new ones
+        db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+
+
+# -------------------------------------------------------------------------------------- the ledger is the truth
+def test_the_ledger_holds_exactly_the_boxes_workers_saw(db):
+    """An independent reading: every published item's QI texts (crowddb_hit_items, what the platform got) against
+    the ledger's boxes, row by row (the simulated crowd's items carry the row's position in the input)."""
+    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE sex = 'F'").df()
+    seen = []
+    for batch in db.platform.published:
+        seen += [BOX_SEPARATOR.join(str(item[q]) for q in sorted(ROLES["quasi_identifiers"]))
+                 for item in batch.to_dict("records")]
+    contents = [json.loads(c) for (c,) in db.sql("SELECT content FROM crowddb_hit_items").fetchall()]
+    on_record = [BOX_SEPARATOR.join(str(c[q]) for q in sorted(ROLES["quasi_identifiers"])) for c in contents]
+    boxes = ledger(db, "run:1")
+    assert sorted(seen) == sorted(on_record) == sorted(boxes["box"])
+    women = db.sql("SELECT rowid FROM people WHERE sex = 'F' ORDER BY rowid").fetchall()
+    assert boxes["row_ref"].tolist() == [r for (r,) in women]
+    assert set(boxes["k"]) == {10}
+    sizes = boxes.groupby("box").size()
+    assert sizes.min() >= 10  # each box names at least k of the rows published with it
+
+
+def test_the_ledger_survives_reopening_and_still_guards(tmp_path):
+    path = tmp_path / "guard.duckdb"
+    with crowddb.connect(path, seed=3, progress=False) as db:
+        db.load_frame("people", people_frame(120), **ROLES)
+        db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+    with crowddb.connect(path, seed=3, progress=False) as db:
+        assert db.sql("SELECT count(*) FROM crowddb_published").fetchall() == [(120,)]
+        with pytest.raises(PrivacyError, match="run:1"):
+            db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE age > 30").df()
+
+
+def test_a_run_that_never_reached_the_platform_leaves_the_ledger(db):
+    from crowddb.store import Store
+
+    db.sql("SELECT id, getposition(*, k := 5) FROM people").df()
+    db.sql("SELECT id, getposition(*, k := 20) FROM people").df()  # nested: accepted
+    hits = [h for (h,) in db.sql("SELECT hit_id FROM crowddb_hits WHERE run_id = 2").fetchall()]
+    db.con.execute("UPDATE crowddb_hits SET status = 'publishing' WHERE run_id = 2").fetchall()  # killed before publish
+    Store(db.con).drop_unposted(hits)
+    assert state(db)["ledger"] == [("run:1", 120)]
+    kept = {r: (int(h), k) for r, h, k in db.sql("SELECT row_ref, history, k FROM crowddb_row_history").fetchall()}
+    assert len(kept) == 120 and kept == _fold(db)  # the histories are folded again without run 2
+
+
+# ------------------------------------------------------------------------------------ rows crowddb cannot trace
+def test_a_release_that_cannot_be_tied_to_rows_blocks_the_table(db):
+    db.sql("CREATE TABLE hobbies AS SELECT DISTINCT hobby FROM people")
+    db.sql("SELECT p.id, getposition(p.*, k := 10) FROM people p JOIN hobbies h USING (hobby)").df()  # traced: p
+    assert state(db)["ledger"] == [("run:1", 120)]
+    with pytest.raises(PrivacyError, match=r"cannot be tied to the rows of 'people' \(its quasi-identifiers come"):
+        db.sql("SELECT * FROM ANONYMIZE((SELECT sex, zip, max(age) AS age FROM people GROUP BY ALL), k := 2, "
+               "quasi_identifiers := ['age', 'sex', 'zip'])").fetchall()
+
+
+def test_an_untraceable_first_release_blocks_later_ones(db):
+    db.sql("SELECT * FROM ANONYMIZE((SELECT sex, zip, max(age) AS age FROM people GROUP BY ALL), k := 2, "
+           "quasi_identifiers := ['age', 'sex', 'zip'])").fetchall()
+    assert db.sql("SELECT release, table_name, k, traceable FROM crowddb_ledger").fetchall() == [
+        ("release:1", "people", 2, False)]
+    assert db.sql("SELECT count(*) FROM crowddb_published").fetchall() == [(0,)]
+    with pytest.raises(PrivacyError, match=r"earlier release \(release:1\) whose rows crowddb could not tie"):
+        db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+
+
+# ---------------------------------------------------------------------------------------------- tracing rows
+@pytest.mark.parametrize("query, table", [
+    ("SELECT * FROM people", "people"),
+    ("SELECT id, age FROM people p WHERE age > 30 ORDER BY age LIMIT 7", "people"),
+    ("SELECT * FROM (SELECT * FROM people WHERE sex = 'F') s", "people"),
+    ("WITH a AS (SELECT * FROM people), b AS (SELECT id, zip FROM a WHERE zip <> '10001') SELECT * FROM b", "people"),
+    ("SELECT * FROM older", "people"),  # a view over a view
+    ("SELECT p.id FROM people p JOIN people q USING (id)", None),
+    ("SELECT sex, count(*) FROM people GROUP BY sex", None),
+    ("SELECT DISTINCT zip FROM people", None),
+    ("SELECT id, rank() OVER (ORDER BY age) FROM people", None),
+    ("SELECT id FROM people UNION ALL SELECT id FROM people", None),
+    ("WITH RECURSIVE r AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM r WHERE x < 3) SELECT * FROM r", None),
+])
+def test_traced_gives_each_row_its_base_rowid_and_leaves_the_rows_alone(db, query, table):
+    db.sql("CREATE VIEW adults AS SELECT * FROM people WHERE age >= 18")
+    db.sql("CREATE VIEW older AS SELECT id, age, zip FROM adults WHERE age > 40")
+    import sqlglot
+
+    tree = sqlglot.parse_one(query, read="duckdb")
+    with_refs, got = traced(db.con, tree)
+    assert got == table
+    if table is None:
+        assert with_refs is tree
+        return
+    plain = db.con.execute(query).df()
+    traced_rows = db.con.execute(with_refs.sql("duckdb")).df()
+    pd.testing.assert_frame_equal(traced_rows.drop(columns=[ROW_REF]), plain)
+    by_rowid = db.con.execute("SELECT rowid AS r, id FROM people").df().set_index("r")["id"]
+    if "id" in plain:  # each row's rowid is the base row it is (its id says so)
+        assert by_rowid[traced_rows[ROW_REF]].tolist() == traced_rows["id"].tolist()
+
+
+def test_a_cte_named_like_a_view_is_traced_as_the_cte(db):
+    db.sql("CREATE VIEW few AS SELECT * FROM people WHERE id <= 3")
+    import sqlglot
+
+    query = "WITH few AS (SELECT * FROM people) SELECT id FROM few"
+    with_refs, table = traced(db.con, sqlglot.parse_one(query, read="duckdb"))
+    assert table == "people"
+    assert len(db.con.execute(with_refs.sql("duckdb")).fetchall()) == 120
+
+
+def test_the_guard_refuses_what_a_duckdb_level_edit_of_the_table_would_hide(db):
+    """The ledger keys rows by rowid: a DELETE does not renumber DuckDB's rowids, so the guard still sees them."""
+    db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+    before = ledger(db, "run:1")
+    db.sql("DELETE FROM people WHERE id = 1")
+    still = db.con.execute("SELECT rowid, id FROM people WHERE id = 2").fetchall()
+    assert still[0][0] in set(before["row_ref"])
+    with pytest.raises(PrivacyError):
+        db.sql("SELECT id, getposition(*, k := 20) FROM people").df()
+
+
+def test_explain_says_a_query_would_be_refused_and_records_nothing(db):
+    db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+    before = state(db)
+    plan = db.explain("SELECT id, getposition(*, k := 10) FROM people WHERE age < 40")
+    assert "would be refused: this release would let a worker" in str(plan)
+    assert "k-anonymity of run:1" in plan.operators[0].note
+    assert "would be refused" not in str(db.explain("SELECT id, getposition(*, k := 10) FROM people"))  # a rerun
+    assert state(db) == before
+
+
+def _fold(db) -> dict:
+    """Each row's history computed here from the ledger: XOR of the 128-bit md5 of 'release', chr(31), 'box'."""
+    import hashlib
+
+    out: dict = {}
+    for release, row, box, k in db.sql("SELECT release, row_ref, box, k FROM crowddb_published "
+                                       ).fetchall():
+        digest = int.from_bytes(hashlib.md5(f"{release}\x1f{box}".encode()).digest(), "little")
+        h, smallest = out.get(row, (0, k))
+        out[row] = (h ^ digest, min(smallest, k))
+    return out
+
+
+def test_each_row_s_history_is_the_fold_of_its_ledger_entries(db):
+    db.sql("SELECT id, getposition(*, k := 5) FROM people").df()
+    db.sql("SELECT id, getposition(*, k := 20) FROM people").df()
+    db.sql("SELECT * FROM ANONYMIZE(people, k := 5)").fetchall()
+    kept = {r: (int(h), k) for r, h, k in db.sql("SELECT row_ref, history, k FROM crowddb_row_history").fetchall()}
+    assert len(kept) == 120 and kept == _fold(db)
+    assert {k for _, k in kept.values()} == {5}
