@@ -93,6 +93,42 @@ def _all_numbers(s: pd.Series) -> bool:
     return pd.api.types.infer_dtype(s, skipna=True) in _NUMBER_KINDS
 
 
+def _factorize(x: pd.Series) -> tuple[np.ndarray, Any]:
+    """pd.factorize, with a shortcut for the common case of a sorted integer column (answers listed object by
+    object): codes count the changes and the labels are each run's first value, exactly what pd.factorize gives
+    (first-appearance order is sorted order there), in a fraction of its hashing time."""
+    if isinstance(x.dtype, np.dtype) and x.dtype.kind in "iu" and len(x) > 1:
+        a = x.to_numpy()
+        change = a[1:] != a[:-1]
+        if np.all(a[1:] >= a[:-1]):
+            codes = np.empty(len(a), np.intp)
+            codes[0] = 0
+            np.cumsum(change, out=codes[1:])
+            return codes, pd.Index(a[np.flatnonzero(np.concatenate(([True], change)))])
+    return pd.factorize(x)
+
+
+def _last_answer_per_pair(key: np.ndarray, n_keys: int) -> np.ndarray | None:
+    """Positions (ascending) of the last answer of each repeated ``key`` (an (object, source) pair code below
+    ``n_keys``), or None when no pair repeats: the answers to keep, in input order."""
+    n = len(key)
+    if n_keys < (1 << 62) // n:
+        # (pair, position) packed in one int64: an unstable sort of unique numbers orders the answers exactly as
+        # a stable argsort of the pairs would, several times faster
+        packed = np.sort(key * n + np.arange(n, dtype=np.int64))
+        ks = packed // n
+        pos = packed - ks * n
+    else:  # too many pairs to pack: the stable argsort
+        pos = np.argsort(key, kind="stable")
+        ks = key[pos]
+    last_of_run = np.append(ks[1:] != ks[:-1], True)  # the sort puts the last answer of each pair last in its run
+    if last_of_run.all():
+        return None
+    mask = np.zeros(n, bool)
+    mask[pos[last_of_run]] = True  # a mask gives the kept answers in input order without another sort
+    return np.flatnonzero(mask)
+
+
 def encode_answers(
     objects: Any, sources: Any, values: Any, kind: str, *, dropna: bool = False, method: str = "?"
 ) -> Answers:
@@ -165,16 +201,12 @@ def encode_answers(
         val = rank[codes]
         classes = pd.Index(uniq.take(order))
     # duplicates (same object, same source): keep the last answer, as a worker's later answer overrides
-    oc, objects_idx = pd.factorize(o)
-    sc, sources_idx = pd.factorize(s)
+    oc, objects_idx = _factorize(o)
+    sc, sources_idx = _factorize(s)
     oc = oc.astype(np.int64)
     sc = sc.astype(np.int64)
-    key = oc * len(sources_idx) + sc
-    order = np.argsort(key, kind="stable")
-    ks = key[order]
-    last_of_run = np.append(ks[1:] != ks[:-1], True)
-    if not last_of_run.all():  # the stable sort puts the last answer of each (object, source) last in its run
-        keep = np.sort(order[last_of_run])
+    keep = _last_answer_per_pair(oc * len(sources_idx) + sc, len(objects_idx) * len(sources_idx))
+    if keep is not None:
         oc, sc, val = oc[keep], sc[keep], val[keep]
     return Answers(oc, sc, val, pd.Index(objects_idx), pd.Index(sources_idx), classes, kind)
 

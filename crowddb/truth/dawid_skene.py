@@ -30,36 +30,59 @@ class DawidSkene(CategoricalMethod):
         self.smoothing, self.diag_prior = float(smoothing), float(diag_prior)
 
     @staticmethod
-    def _incidence(ans: Answers) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-        """Sparse 0/1 incidence of (source, label) pairs and objects, both ways: each EM step is one product."""
+    def _incidence(ans: Answers) -> sp.csr_matrix:
+        """Sparse 0/1 (object x (source, label)) incidence: each EM step is one product with it or its transpose."""
         k = ans.n_classes
-        by_pair = sp.csr_matrix((np.ones(len(ans.val)), (ans.src * k + ans.val, ans.obj)),
-                                shape=(ans.n_sources * k, ans.n_objects))
-        return by_pair, by_pair.T.tocsr()
+        # built as CSR directly: the COO route sorts the column indices of every row, which costs more than a few
+        # EM iterations; the products read unsorted rows the same way (and would sum repeated entries as COO does)
+        obj = ans.obj
+        order = None if np.all(obj[1:] >= obj[:-1]) else np.argsort(obj, kind="stable")
+        cols = ans.src * k + ans.val
+        indptr = np.zeros(ans.n_objects + 1, np.int64)
+        np.cumsum(np.bincount(obj, minlength=ans.n_objects), out=indptr[1:])
+        return sp.csr_matrix((np.ones(len(cols)), cols if order is None else cols[order], indptr),
+                             shape=(ans.n_objects, ans.n_sources * k))
 
-    def _m_step(self, ans: Answers, post: np.ndarray, by_pair: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    def _m_step(self, ans: Answers, post: np.ndarray, by_pair: sp.csc_matrix) -> tuple[np.ndarray, np.ndarray]:
+        """Priors and confusion matrices from the (classes x objects) posteriors ``post``; the matrices are laid out
+        (source, label l, true class k), the layout the E-step reads, so no transpose is copied per iteration."""
         k, w = ans.n_classes, ans.n_sources
-        priors = np.clip(post.mean(axis=0), _EPS, None)
-        # DS Eq. (2.3): pi[w, true k, label l] ∝ sum over answers of w with label l of T[i, k]
-        cm = np.ascontiguousarray(np.asarray(by_pair @ post).reshape(w, k, k).transpose(0, 2, 1))
-        cm += self.smoothing + self.diag_prior * np.eye(k)  # Dirichlet pseudo-counts (MAP estimate)
-        cm = np.clip(cm, _EPS, None)
-        cm /= cm.sum(axis=2, keepdims=True)
+        priors = np.clip(post.mean(axis=1), _EPS, None)  # rows of the (K, n) layout: contiguous reductions
+        # DS Eq. (2.3): pi[w, true k, label l] ∝ sum over answers of w with label l of T[i, k]; the CSC transpose
+        # of the incidence walks the objects in order and scatters into the small (source, label) table, about
+        # twice as fast as the CSR (source, label) x object product that gathers posterior rows at random
+        cm = np.asarray(by_pair @ post.T).reshape(w, k, k)
+        cm += self.smoothing + self.diag_prior * np.eye(k)  # Dirichlet pseudo-counts (MAP estimate), symmetric
+        np.clip(cm, _EPS, None, out=cm)
+        cm /= cm.sum(axis=1, keepdims=True)  # normalize over the label l (axis 1 in this layout)
         return priors / priors.sum(), cm
 
     def _e_step(self, ans: Answers, priors: np.ndarray, cm: np.ndarray, by_obj: sp.csr_matrix
                 ) -> tuple[np.ndarray, float]:
+        """Posteriors as a (classes x objects) array and the marginal log-likelihood."""
         w, k = cm.shape[0], ans.n_classes
         # DS Eq. (2.5): log T[i, k] = log p_k + sum over answers (i, w, l) of log pi[w, k, l]; rows of the
         # (source, label) x true-class table are summed per object through the incidence (no per-answer gather)
-        logp = np.asarray(by_obj @ np.log(cm).transpose(0, 2, 1).reshape(w * k, k))
-        logp += np.log(priors)
-        post, lognorm = _log_softmax_rows(logp)
-        return post, float(lognorm.sum())
+        logp = np.ascontiguousarray(np.asarray(by_obj @ np.log(cm).reshape(w * k, k)).T)
+        logp += np.log(priors)[:, None]
+        # softmax over the K classes in the (K, n) layout: each reduction over K rows of n contiguous values is
+        # vectorized, where the (n, K) layout reduces along a short strided axis (several times slower)
+        m = logp.max(axis=0)
+        logp -= m
+        post = np.exp(logp, out=logp)
+        s = post.sum(axis=0)
+        post /= s
+        return post, float((m + np.log(s)).sum())
 
     def _fit(self, ans: Answers) -> FitResult:
-        by_pair, by_obj = self._incidence(ans)
-        post = normalize_rows(class_votes(ans))
+        by_obj = self._incidence(ans)
+        by_pair = by_obj.T  # CSC view of the transpose, no copy
+        k, n = ans.n_classes, ans.n_objects
+        # majority-vote start, counted straight into the (K, n) layout (normalize_rows(class_votes(ans)).T, without
+        # the strided (n, K) reductions and the transpose copy); an object without answers starts uniform
+        votes = np.bincount(ans.val * n + ans.obj, minlength=k * n).reshape(k, n).astype(np.float64)
+        s = votes.sum(axis=0)
+        post = np.divide(votes, s, out=np.full((k, n), 1.0 / k), where=s > 0)
         priors, cm = self._m_step(ans, post, by_pair)
         ll_old = -np.inf
         n_iter = 0
@@ -69,6 +92,8 @@ class DawidSkene(CategoricalMethod):
             if (ll - ll_old) / len(ans.val) < self.tol:
                 break
             ll_old = ll
+        cm = np.ascontiguousarray(cm.transpose(0, 2, 1))  # (source, true k, label l), as documented
+        post = np.ascontiguousarray(post.T)
         self.priors_, self.confusion_ = priors, cm
         self.posteriors_ = post
         truth = post.argmax(axis=1)
