@@ -25,6 +25,7 @@ from .crowd import Platform, SimulatedCrowd
 from .errors import (
     ArgumentError,
     CrowdDBError,
+    PrivacyBudgetError,
     QueryError,
     SQLParseError,
     UnknownColumnError,
@@ -37,7 +38,17 @@ from .operators.purchase import check_query_budget
 from .operators.table_functions import TABLE_FUNCTIONS
 from .planner import Planner, answer_column, parse
 from .replacement import Scans, call_in, caller_frame
-from .store import Store, TableRoles, declare_roles, ensure_catalog, resolve_table, roles_of
+from .store import (
+    Store,
+    TableRoles,
+    composition,
+    declare_roles,
+    ensure_catalog,
+    privacy,
+    relation_kind,
+    resolve_table,
+    roles_of,
+)
 from .store.roles import declared_tables
 from .udf import HumanOperator, Registry
 
@@ -226,6 +237,11 @@ class QueryPlan:
         for r in self.reports:
             lines.append(f"{r.get('operator')}: epsilon={r.get('epsilon')}, delta={r.get('delta')}"
                          f" ({r.get('guarantee', '')})")
+            for c in r.get("privacy_charge", ()):  # the epsilon budget: what the release would be charged
+                lines.append(f"    charge on {c['table']}: " + (f"REFUSED: {c['refused']}" if "refused" in c else
+                             f"up to epsilon={c['epsilon_max']:.6g}, delta={c['delta_max']:.6g} per {c['unit']} "
+                             f"({c['units']} {c['unit']}s); left after it: epsilon={c['epsilon_left']}, "
+                             f"delta={c['delta_left']}"))
         lines.append(f"total: {self.hits} HITs, {self.assignments} assignments, est. ${self.estimated_cost:,.2f}")
         return "\n".join(lines)
 
@@ -337,6 +353,7 @@ class CrowdDB:
 
     def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
         """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``."""
+        _refuse_ledger_writes(query)
         statements = self._crowd_statements(query)
         frame = caller_frame()
         if statements is None:
@@ -349,6 +366,7 @@ class CrowdDB:
 
     def execute(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
         """Run SQL like ``DuckDBPyConnection.execute``: returns the connection, ready to fetch."""
+        _refuse_ledger_writes(query)
         statements = self._crowd_statements(query)
         frame = caller_frame()
         if statements is None:
@@ -734,6 +752,35 @@ class CrowdDB:
         """The declared roles of ``table``."""
         return roles_of(self.con, resolve_table(self.con, table))
 
+    # ------------------------------------------------------------------------------------------ epsilon budget
+    def set_privacy_budget(self, table: str, *, epsilon: float, delta: float = 0.0, unit: str = "source",
+                           composition: str = "sequential") -> None:
+        """Set ``table``'s differential-privacy budget per protected ``unit`` (each source may spend ``epsilon`` and
+        ``delta``; ``composition`` 'sequential' sums them, 'zcdp' sums rho and converts at ``delta``). A logged act
+        of the privacy ledger, persisted in the database file; what was spent before still counts (see
+        ``reset_privacy_budget``). SQL: ``SELECT * FROM PRIVACY_BUDGET(table, epsilon := ..., ...)``."""
+        Store(self.con).set_privacy_budget(self._budget_table(table), epsilon=epsilon, delta=delta, unit=unit,
+                                           composition=composition)
+
+    def reset_privacy_budget(self, table: str, *, unit: str = "source") -> None:
+        """Forget what ``table``'s releases spent (a logged act: the charges stay on record and in the report).
+        SQL: ``SELECT * FROM PRIVACY_BUDGET(table, reset := true)``."""
+        Store(self.con).reset_privacy_budget(self._budget_table(table), unit)
+
+    def privacy_report(self, table: str) -> pd.DataFrame:
+        """Every DP release charged to ``table``: its largest charge to one unit, the most a unit has spent after it
+        (epsilon/delta summed; rho summed and its epsilon), the budget and what is left; verifies the ledger's hash
+        chain first (PrivacyBudgetError if it was edited). Per unit in SQL: ``SELECT * FROM crowddb_privacy_spent``."""
+        return privacy.report(self.con, self._budget_table(table))
+
+    def _budget_table(self, table: str) -> str:
+        if not isinstance(table, str):
+            raise ArgumentError(f"a privacy budget is per table: pass its name, got {type(table).__name__}")
+        name = resolve_table(self.con, table)
+        if relation_kind(self.con, name) != "table":  # releases are charged to the base tables they read
+            raise ArgumentError(f"{table!r} is a view: set the privacy budget on the table(s) it reads")
+        return name.lower()
+
     def register_udf(self, definition: str | Path | HumanOperator | Mapping[str, Any]) -> HumanOperator:
         """Add a human operator from a TOML file or folder, a mapping, or a HumanOperator; returns it (a folder's
         first definition). A bad definition is refused before any of a folder's is registered."""
@@ -777,6 +824,40 @@ def _check_frame(frame: Any) -> None:
 # explain() runs (then rolls back) the statements that change the database's own contents, so the statements after
 # them see their effect; anything else (COPY TO a file, SET, ATTACH, secrets, transaction control, a SELECT) is not run
 _REHEARSED_KINDS = {"TABLE", "VIEW", "SCHEMA", "SEQUENCE", "INDEX", "MACRO", "FUNCTION", "TYPE"}
+
+
+#: the privacy ledgers (the epsilon budget's and its view; k-anonymity's, store/composition.py): written only by
+#: crowddb (set/reset_privacy_budget, a release)
+_LEDGER_NAMES = (privacy.LEDGER, privacy.SPENT_VIEW, *composition.TABLES)
+_WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Drop, exp.Alter, exp.Create, exp.TruncateTable, exp.Merge,
+           exp.Copy, exp.Command)
+
+
+def _refuse_ledger_writes(query: Any) -> None:
+    """Plain SQL may read the privacy ledger but not write, drop, alter, replace or load it: a budget is spent and
+    reset only through the API, where every act is logged and hash-chained. Text that names the ledger and that
+    sqlglot cannot read is refused too (fail closed)."""
+    if not isinstance(query, str) or not any(n in query.lower() for n in _LEDGER_NAMES):
+        return
+    refusal = PrivacyBudgetError(
+        f"the privacy ledgers ({', '.join(_LEDGER_NAMES)}) are written only by crowddb: set a budget with "
+        "db.set_privacy_budget(table, epsilon=...) or SELECT * FROM PRIVACY_BUDGET(table, epsilon := ...), reset "
+        "it with db.reset_privacy_budget(table) or PRIVACY_BUDGET(table, reset := true); releases charge it "
+        "themselves. Nothing was run")
+    try:
+        statements = parse(query)
+    except SQLParseError:
+        raise refusal from None
+    for statement in statements:
+        if isinstance(statement, exp.Select) and not any(isinstance(n, _WRITES) for n in statement.walk()):
+            continue
+        if isinstance(statement, _WRITES) or any(isinstance(n, _WRITES) for n in statement.walk()):
+            names = {t.name.lower() for t in statement.find_all(exp.Table)} | (
+                {statement.this.lower()} if isinstance(statement, exp.Command) and isinstance(statement.this, str)
+                else set())
+            text = statement.sql(DIALECT).lower() if not isinstance(statement, exp.Command) else query.lower()
+            if names & set(_LEDGER_NAMES) or any(n in text for n in _LEDGER_NAMES):
+                raise refusal
 
 
 def _rehearsable(statement: exp.Expression) -> bool:

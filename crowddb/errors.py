@@ -45,3 +45,8 @@ class UnknownHITError(PlatformError):
 
 class QueryError(CrowdDBError):
     """DuckDB rejected a query that crowddb ran on the user's behalf; the message is DuckDB's."""
+
+
+class PrivacyBudgetError(PrivacyError):
+    """A differentially private release would overspend a table's epsilon budget (nothing was released or charged),
+    or the budget ledger was written around the API (plain SQL) or edited (its hash chain is broken)."""

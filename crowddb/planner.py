@@ -22,7 +22,7 @@ from sqlglot.optimizer.scope import TRAVERSABLES, Scope, traverse_scope
 from . import _sql
 from ._duck import arrow_select, registered, snapshot
 from ._sql import DIALECT
-from .errors import ArgumentError, PrivacyError, SQLParseError, UnknownColumnError
+from .errors import ArgumentError, PrivacyBudgetError, PrivacyError, SQLParseError, UnknownColumnError
 from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles
 from .operators.context import OperatorContext
 from .operators.human import (
@@ -350,7 +350,12 @@ class Planner:
             if charge is not None:
                 charged = [table_name.lower()] if kind == "table" else sorted(
                     {t.lower() for t in base_tables(self.ctx.con, untraced)})
-                spend = privacy.check(self.ctx.con, charged, charge)  # PrivacyBudgetError: nothing ran or was written
+                try:  # PrivacyBudgetError: nothing ran or was written
+                    spend = privacy.check(self.ctx.con, charged, charge)
+                except PrivacyBudgetError as refused:
+                    if not self.estimating:
+                        raise
+                    spend = [{"table": t, "refused": str(refused)} for t in charged]  # explain() says so
         result = self.table_functions[name](self.ctx, rows, named, roles)
         ledger = []
         if bases is not None and result.release is not None:

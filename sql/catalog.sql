@@ -120,6 +120,9 @@ CREATE TABLE IF NOT EXISTS crowddb_ledger (
     table_name  VARCHAR NOT NULL,
     k           INTEGER NOT NULL,
     traceable   BOOLEAN NOT NULL,
+    fingerprint VARCHAR,          -- the set of (row, box) it showed, hashed: a repeat of an earlier release ...
+    repeats     VARCHAR,          -- ... is on record by reference to it (its rows are not written again)
+    quasi_identifiers VARCHAR,    -- the set its boxes are printed over (a later release may show its boxes again)
     created_at  TIMESTAMP DEFAULT current_timestamp,
     PRIMARY KEY (release, table_name)
 );

@@ -74,12 +74,11 @@ def test_sequence_3_is_refused_where_it_broke_the_promise(outcomes):
     """Sequence 3 (getposition k=5 over all rows, its reruns, then k=10 with WHERE education_num >= 10 and LIMIT 60,
     k=10 with WHERE workclass <> Private, ANONYMIZE k=5, k=5 with WHERE age >= 43 and LIMIT 100) left 276 of its 400
     published rows below k before issue 15. Now the reruns are served from the answers on record, ANONYMIZE k=5 over
-    all rows publishes the same boxes as the first run (accepted), and the three releases over subsets are refused
-    before they publish, each naming the release it would break."""
+    all rows publishes the same boxes as the first run (accepted: a repeat), and the three releases over subsets are
+    refused before they publish, each naming the release it would break."""
     outcome, report = outcomes[3]
     assert [(r.name, r.k) for r in outcome.releases] == [("run 1", 5), ("anonymize 5", 5)]
     assert [step for step, _ in outcome.refused] == [3, 4, 6]
     assert all("run:1" in text.split(" (a worker")[0] for _, text in outcome.refused)  # the release each would break
-    assert "release:4" in outcome.refused[-1][1]  # the ANONYMIZE release is on record too
     assert report.violations == []
     assert set(outcome.runs) == {1, 2, 3}  # the refused crowd queries left no run behind

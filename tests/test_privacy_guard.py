@@ -49,7 +49,7 @@ def test_a_subset_of_an_earlier_release_is_refused_before_anything_is_published(
     before = state(db)
     assert before["ledger"] == [("run:1", 120)]
     with pytest.raises(PrivacyError, match=r"k-anonymity of run:1 .*Run it over the same rows, k and anonymizer"):
-        db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE age < 40").df()
+        db.sql("SELECT id, getposition(*, k := 20) FROM people WHERE age < 40").df()
     assert state(db) == before  # nothing posted, paid or recorded; the refused run left no row
 
 
@@ -65,12 +65,28 @@ def test_nested_partitions_are_accepted_with_the_smaller_k_promised(db):
     assert pairs.groupby("box_5").size().min() >= 5 and pairs.groupby("box_20").size().min() >= 20
 
 
-def test_a_crossing_partition_is_refused(db):
-    """A subset of the rows generalized anew: its boxes cross the first release's, and the rows it leaves out of
-    each earlier class are told apart from the ones it shows."""
+def test_a_subset_with_a_larger_k_is_refused(db):
+    """A subset of the rows with a larger k than they were shown with: generalized anew, its boxes cross the first
+    release's, and the rows it leaves out of each earlier class are told apart from the ones it shows."""
     db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
     with pytest.raises(PrivacyError, match="run:1"):
-        db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id > 30").df()
+        db.sql("SELECT id, getposition(*, k := 20) FROM people WHERE id > 30").df()
+
+
+def test_a_subset_is_shown_in_its_earlier_boxes_and_served_from_the_answers_on_record(db):
+    """The table's persisted partition: rows shown before are shown in the same boxes again, so the same question
+    about a subset of them is the same items, bought already: nothing is published, nothing refused."""
+    first = db.sql("SELECT id, getposition(*, k := 10) AS p FROM people ORDER BY id").df()
+    before = state(db)
+    plan = db.explain("SELECT id, getposition(*, k := 10) AS p FROM people WHERE id > 30 AND age < 50 ORDER BY id")
+    assert "every row was shown before: in the boxes of run:1 again" in str(plan) and plan.hits == 0
+    again = db.sql("SELECT id, getposition(*, k := 10) AS p FROM people WHERE id > 30 AND age < 50 ORDER BY id").df()
+    expected = first[(first["id"] > 30) & first["id"].isin(db.sql("SELECT id FROM people WHERE age < 50").df()["id"])]
+    pd.testing.assert_frame_equal(again, expected.reset_index(drop=True))
+    assert state(db)["posted"] == before["posted"] and state(db)["ledger"] == before["ledger"]
+    with pytest.raises(PrivacyError, match="run:1"):  # another operator over the subset: new items, refused
+        db.register_udf({"name": "gethobby", "kind": "tuple", "question": "Hobby?", "domain": ["chess", "golf"]})
+        db.sql("SELECT id, gethobby(*, k := 10) FROM people WHERE id > 30").df()
 
 
 def test_other_quasi_identifier_boxes_of_the_same_rows_are_refused(db):
@@ -103,8 +119,7 @@ def test_anonymize_with_the_crowd_run_s_partition_is_accepted(db):
     db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
     db.sql("SELECT * FROM ANONYMIZE(people, k := 10)").fetchall()
     (release,), = db.sql("SELECT release_id FROM crowddb_releases WHERE run_id IS NULL").fetchall()
-    crowd, released = ledger(db, "run:1"), ledger(db, f"release:{release}")
-    pd.testing.assert_frame_equal(crowd, released)
+    assert db.sql(f"SELECT repeats FROM crowddb_ledger WHERE release = 'release:{release}'").fetchall() == [("run:1",)]
 
 
 def test_rows_inserted_later_are_released_on_their_own(db):
@@ -144,7 +159,7 @@ def test_the_ledger_survives_reopening_and_still_guards(tmp_path):
     with crowddb.connect(path, seed=3, progress=False) as db:
         assert db.sql("SELECT count(*) FROM crowddb_published").fetchall() == [(120,)]
         with pytest.raises(PrivacyError, match="run:1"):
-            db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE age > 30").df()
+            db.sql("SELECT id, getposition(*, k := 20) FROM people WHERE age > 30").df()
 
 
 def test_a_run_that_never_reached_the_platform_leaves_the_ledger(db):
@@ -237,7 +252,7 @@ def test_the_guard_refuses_what_a_duckdb_level_edit_of_the_table_would_hide(db):
 def test_explain_says_a_query_would_be_refused_and_records_nothing(db):
     db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
     before = state(db)
-    plan = db.explain("SELECT id, getposition(*, k := 10) FROM people WHERE age < 40")
+    plan = db.explain("SELECT id, getposition(*, k := 20) FROM people WHERE age < 40")
     assert "would be refused: this release would let a worker" in str(plan)
     assert "k-anonymity of run:1" in plan.operators[0].note
     assert "would be refused" not in str(db.explain("SELECT id, getposition(*, k := 10) FROM people"))  # a rerun
@@ -264,3 +279,86 @@ def test_each_row_s_history_is_the_fold_of_its_ledger_entries(db):
     kept = {r: (int(h), k) for r, h, k in db.sql("SELECT row_ref, history, k FROM crowddb_row_history").fetchall()}
     assert len(kept) == 120 and kept == _fold(db)
     assert {k for _, k in kept.values()} == {5}
+
+
+def test_planned_keeps_each_row_once_with_its_first_box():
+    from crowddb.store.composition import planned
+
+    by_row = planned(np.array([7, 3, 7, 5]), np.array(["a", "b", "c", "b"], dtype=object))
+    pairs = lambda p: [(r, p.boxes.column("box")[b].as_py())  # noqa: E731
+                       for r, b in zip(p.rows.column("row_ref").to_pylist(), p.rows.column("box_id").to_pylist())]
+    assert pairs(by_row) == [(7, "a"), (3, "b"), (5, "b")] and len(by_row) == 3
+    by_class = planned(np.array([7, 3, 7, 5]), np.array(["a", "b"], dtype=object), np.array([0, 1, 1, 1]))
+    assert pairs(by_class) == [(7, "a"), (3, "b"), (5, "b")]
+    assert len(planned(np.array([], dtype=np.int64), np.array([], dtype=object))) == 0
+
+
+def test_the_smallest_joint_class_is_read_from_the_histories(db):
+    from crowddb.store.composition import smallest_class
+
+    assert smallest_class(db.con, "people") == (None, 0)
+    db.sql("SELECT id, getposition(*, k := 5) FROM people").df()
+    db.sql("SELECT id, getposition(*, k := 20) FROM people").df()
+    boxes = db.sql("SELECT row_ref, string_agg(box, '|' ORDER BY release) AS h FROM crowddb_published "
+                   "GROUP BY row_ref").df().groupby("h").size()  # the joint classes, computed here from the ledger
+    assert smallest_class(db.con, "PEOPLE") == (int(boxes.min()), int(boxes.min() * (boxes == boxes.min()).sum()))
+    assert boxes.min() >= 5
+
+
+def test_a_repeat_of_a_release_is_recorded_by_reference(db):
+    """The same rows in the same boxes again (ANONYMIZE run twice) show nothing new: on record as a repeat, without
+    writing its rows again; a release that differs in one row is judged in full."""
+    db.sql("SELECT * FROM ANONYMIZE(people, k := 10)").fetchall()
+    db.sql("SELECT * FROM ANONYMIZE(people, k := 10, seed := 5)").fetchall()  # another shuffle, the same boxes
+    assert db.sql("SELECT release, repeats FROM crowddb_ledger ORDER BY release").fetchall() == [
+        ("release:1", None), ("release:2", "release:1")]
+    assert state(db)["ledger"] == [("release:1", 120)]
+    with pytest.raises(PrivacyError, match="release:1"):
+        db.sql("SELECT * FROM ANONYMIZE((SELECT * FROM people WHERE id > 1), k := 10)").fetchall()
+
+
+def test_two_connections_racing_crossing_releases_never_both_publish(tmp_path):
+    """Check and record are one transaction, retried when another connection's release of the same rows commits
+    first: of two crossing releases started together, one is refused, and the ledger keeps the promise."""
+    import threading
+
+    path = tmp_path / "race.duckdb"
+    with crowddb.connect(path, seed=3, progress=False) as db:
+        db.load_frame("people", people_frame(120), **ROLES)
+    outcomes: list = []
+    start = threading.Barrier(2)
+
+    def work(con, where):
+        start.wait()
+        try:
+            con.sql(f"SELECT id, getposition(*, k := 10) FROM people WHERE {where}").df()
+            outcomes.append("published")
+        except PrivacyError:
+            outcomes.append("refused")
+
+    cons = [crowddb.connect(path, seed=3, progress=False) for _ in range(2)]
+    try:
+        threads = [threading.Thread(target=work, args=(c, w)) for c, w in zip(cons, ["id <= 80", "id > 40"])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcomes) == ["published", "refused"]
+        histories = cons[0].sql("SELECT row_ref, string_agg(release || box, '|' ORDER BY release) AS h "
+                                "FROM crowddb_published GROUP BY row_ref").df()
+        assert histories.groupby("h").size().min() >= 10
+    finally:
+        for c in cons:
+            c.close()
+
+
+@pytest.mark.parametrize("statement", [
+    "DELETE FROM crowddb_published", "UPDATE crowddb_row_history SET k = 1", "DROP TABLE crowddb_ledger",
+    "INSERT INTO crowddb_ledger VALUES ('run:9', 'people', 2, true, NULL, NULL, NULL, now())"])
+def test_plain_sql_cannot_rewrite_the_ledger(db, statement):
+    db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+    before = state(db)
+    with pytest.raises(PrivacyError, match="written only by crowddb"):
+        db.sql(statement)
+    assert state(db) == before
+    assert db.sql("SELECT count(*) FROM crowddb_published").fetchall() == [(120,)]  # reading is fine

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from ..crowd import KnowledgeBase
 from ..errors import ArgumentError, EmptyInputError, PrivacyError
+from ..store import composition
 from ..udf import HumanOperator
 from .aggregate import accuracy_range, aggregate, tournament
 from .columns import GROUP_ID, KEY, ROW_ID, TRUTH
@@ -123,7 +124,8 @@ class HumanOperatorRun:
         # way and is served from the cache
         self.shuffle = Shuffle(self.signature, call.seed if call.seed is not None else ctx.seed, self.rng)
         self.publisher = Publisher(call, estimating=estimating, signature=self.signature, rng=self.rng,
-                                   connection_seed=ctx.seed, buy=self._buy_tuples, domain=self.domain)
+                                   connection_seed=ctx.seed, buy=self._buy_tuples, domain=self.domain,
+                                   recorded=self._recorded)
         self.plan: OperatorPlan | None = None  # a run that failed while FKA bought its samples has no plan yet
         self.metrics: dict[str, Any] | None = None
 
@@ -188,6 +190,19 @@ class HumanOperatorRun:
         self.purchase.persist(plan, metrics)
         return result, plan
 
+    def _recorded(self) -> tuple[str, np.ndarray] | None:
+        """The newest release that showed all of this call's rows in boxes over its quasi-identifiers (a k at least
+        its own), and each row's box there; group operators always anonymize afresh (their shared columns are
+        generalized per group, which a tuple release's boxes are not)."""
+        call, rows_of = self.call, self.call.rows_of
+        if rows_of is None or rows_of.column is None or self.op.kind != "tuple" or call.shared:
+            return None
+        refs = call.frame[rows_of.column].to_numpy()
+        if rows_of.refs is not None:
+            refs = rows_of.refs[refs]
+        return composition.recorded(self.ctx.store.con, rows_of.tables[0], refs, list(call.quasi_identifiers),
+                                    int(self.op.k))
+
     def _publishable(self) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         """The published columns as text, QIs generalized to k-anonymous groups (kanon-crowd-db §2.2); FKA buys its
         samples here, through ``_buy_tuples``."""
@@ -237,6 +252,8 @@ class HumanOperatorRun:
         notes = ["later knock-out rounds estimated without cache"] if later else []
         if estimate:
             notes.append(f"FKA sampling estimated at {estimate} synthetic tuples; NCP is Mondrian's")
+        if metrics and metrics.get("persisted_from"):
+            notes.append(f"every row was shown before: in the boxes of {metrics['persisted_from']} again")
         if publisher.fka_tuples:
             notes.append(f"FKA asked about {publisher.fka_tuples} synthetic tuples (identical ones answered once)")
         if purchase.awaited:

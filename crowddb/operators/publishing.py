@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..crowd import KnowledgeBase
 from ..errors import ArgumentError, PrivacyError
+from ..store.composition import BOX_SEPARATOR
 from ..udf import HumanOperator
 from .columns import TRUTH
 
@@ -67,10 +68,12 @@ class Publisher:
     what explain() says about FKA's sampling."""
 
     def __init__(self, call: HumanInput, *, estimating: bool, signature: str, rng: np.random.Generator,
-                 connection_seed: int | None, buy: Buy, domain: tuple[str, ...] | None) -> None:
+                 connection_seed: int | None, buy: Buy, domain: tuple[str, ...] | None,
+                 recorded: Callable[[], tuple[str, np.ndarray] | None] | None = None) -> None:
         self.call, self.op = call, call.op
         self.estimating, self.signature, self.rng, self.connection_seed = estimating, signature, rng, connection_seed
         self.buy, self.domain = buy, domain
+        self.recorded = recorded  # the boxes an earlier release showed these rows in, if it showed them all
         self.fka_estimate = 0
         self.fka_tuples = 0
 
@@ -85,6 +88,9 @@ class Publisher:
                                f"{call.quasi_identifiers} are quasi-identifiers")
         from ..anonymize import anonymize  # the algorithm layer
 
+        shown = self._persisted(raw)
+        if shown is not None:
+            return shown
         if len(raw) < int(op.k):
             raise ArgumentError(
                 f"{op.name}: its input has {len(raw)} rows, fewer than k={int(op.k)}, so no group of k rows can hide "
@@ -108,6 +114,23 @@ class Publisher:
             if col not in call.quasi_identifiers:
                 table[col] = render(raw[col])
         return table.astype(str), release.metrics
+
+    def _persisted(self, raw: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]] | None:
+        """Rows an earlier release showed, all of them, in boxes over the same quasi-identifiers with a k at least
+        this call's: shown in those boxes again (the table's persisted partition), so a subset or a rerun shows
+        nothing new and is served from the answers on record (issue 15). None: anonymize afresh."""
+        found = self.recorded() if self.recorded is not None else None
+        if found is None:
+            return None
+        release, boxes = found
+        names = sorted(self.call.quasi_identifiers)
+        parts = pd.Series(boxes, dtype=object).str.split(BOX_SEPARATOR, expand=True)
+        if parts.shape[1] != len(names):  # a box printed otherwise: not ours to reuse
+            return None
+        table = raw.apply(render)
+        for j, name in enumerate(names):
+            table[name] = parts[j].to_numpy(dtype=object)
+        return table[self.call.published].astype(str), {"method": "persisted", "persisted_from": release}
 
     def _anonymizer_rng(self, raw: pd.DataFrame) -> np.random.Generator:
         """The anonymizer's randomness (FKA's synthetic samples): with the call's seed, the run's generator as always;

@@ -185,7 +185,7 @@ class Purchase:
 
     # ---------------------------------------------------------------------- purchases, recorded as they happen
     def _ledger(self, items: pd.DataFrame, layout: pd.DataFrame, shown: pd.DataFrame, round_no: int
-                ) -> list[tuple[str, pd.DataFrame | None]]:
+                ) -> list[tuple[str, composition.Planned | None]]:
         """The rows this round publishes, per table, for the privacy ledger; the guard of k-anonymity across
         releases checks them as they are recorded (crowddb/store/composition.py), before the platform is called.
         FKA's samples (round 0) are synthetic tuples, nobody's row."""
@@ -200,7 +200,8 @@ class Purchase:
             if rows_of.refs is not None:  # a materialized view/CTE/subquery: its rowids index the table's
                 refs = rows_of.refs[refs]
             boxes = composition.box_text(shown.iloc[posted], list(self.call.quasi_identifiers))
-            targets = [(rows_of.tables[0], composition.planned(refs, boxes))]
+            targets = [(rows_of.tables[0], composition.planned(refs, boxes,
+                                                               quasi_identifiers=list(self.call.quasi_identifiers)))]
         return targets
 
     def refusal(self, items: pd.DataFrame, layout: pd.DataFrame, shown: pd.DataFrame) -> str | None:
@@ -213,7 +214,7 @@ class Purchase:
         return None
 
     def _record_posted(self, batch: HitBatch, keys: pd.DataFrame,
-                       ledger: list[tuple[str, pd.DataFrame | None]] = ()) -> None:
+                       ledger: list[tuple[str, composition.Planned | None]] = ()) -> None:
         """The HITs about to be posted, with exactly what they show, as 'publishing' (one transaction), before the
         platform is called (write-ahead): a run that dies during or after publish() leaves them on record, and the
         next run asks the platform which of them it has instead of posting anything again."""

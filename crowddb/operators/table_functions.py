@@ -87,7 +87,7 @@ class ReleaseEntry:
     params: dict[str, Any]
     metrics: dict[str, Any]
     objects: pd.DataFrame | None = None
-    published: pd.DataFrame | None = None  # an anonymization's rows (row_ref, box) for the privacy ledger
+    published: composition.Planned | None = None  # an anonymization's rows and boxes, for the privacy ledger
 
 
 @dataclasses.dataclass
@@ -423,7 +423,8 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
         names = sorted(qi)
         per_class = pd.DataFrame({q: np.asarray([str(x) for x in release.labels[q][0]], dtype=object)[
             release.labels[q][1]] for q in names})
-        entry.published = composition.planned(rows.row_refs, composition.box_text(per_class, names)[release.pre_class])
+        entry.published = composition.planned(rows.row_refs, composition.box_text(per_class, names), release.pre_class,
+                                              quasi_identifiers=qi)
     return TableResult(_release_rows(rows, kept, release, order), report, entry)
 
 
@@ -480,5 +481,5 @@ READS: dict[str, Callable[[dict[str, Any]], list[str] | None]] = {
     "truth_discover": _claim_columns,
     "private_synth": _claim_columns,
     "anonymize": lambda named: None,
-    "privacy_budget": lambda named: [],
+    "privacy_budget": lambda named: None,  # (the input is only a name: its rows are not needed)
 }

@@ -144,7 +144,8 @@ class Store:
 
     # ------------------------------------------------------------------------------------------------------ HITs
     def record_posted(self, run_id: int, hits: pd.DataFrame, items: pd.DataFrame, published: Sequence[str],
-                      group: bool, ledger: Sequence[tuple[str, str, int, pd.DataFrame | None]] = ()) -> None:
+                      group: bool, ledger: Sequence[tuple[str, str, int, composition.Planned | None]] = ()
+                      ) -> None:
         """The HITs about to be posted, with exactly what they show (the ``published`` columns of ``items``, one
         JSON value per item; a group item lists its rows), and the rows they publish in the privacy ledger
         ((table, release, k, rows) each; ``composition.record``), in one transaction."""
@@ -254,7 +255,7 @@ class Store:
     def log_release(self, *, kind: str, method: str, k: int | None = None, epsilon: float | None = None,
                     delta: float | None = None, params: dict[str, Any], metrics: dict[str, Any],
                     objects: pd.DataFrame | None = None,
-                    ledger: Sequence[tuple[str, pd.DataFrame | None]] = ()) -> int:
+                    ledger: Sequence[tuple[str, composition.Planned | None]] = ()) -> int:
         """One row of crowddb_releases (and, for a synthesis, its per-object log in crowddb_synth_objects; for an
         anonymization, the rows it published per table in the privacy ledger, ``composition.record``), in a
         transaction of its own; returns the release id."""

@@ -22,13 +22,17 @@ box, the size of every resulting history class and each row's promised k.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .._duck import registered
 from ..errors import PrivacyError
 
+TABLES = ("crowddb_ledger", "crowddb_published", "crowddb_row_history")  # written only here
 BOX_SEPARATOR = "\x1f"  # between the published texts of a row's quasi-identifiers (never in rendered text)
 _HISTORY_SEPARATOR = "\x1e"
 
@@ -44,26 +48,66 @@ def box_text(shown: pd.DataFrame, quasi_identifiers: list[str]) -> np.ndarray:
     return text.to_numpy(dtype=object)
 
 
-def planned(rows: np.ndarray, boxes: np.ndarray) -> pd.DataFrame:
-    """The rows a release would publish (rowids) and the box of each; a row shown twice keeps its first box (a
-    later knock-out round shows a row as round 1 did)."""
-    frame = pd.DataFrame({"row_ref": np.asarray(rows, dtype=np.int64), "box": np.asarray(boxes, dtype=object)})
-    return frame.drop_duplicates("row_ref").reset_index(drop=True)
+class Planned(NamedTuple):
+    """The rows a release would publish: ``rows`` (row_ref: rowid, box_id) and ``boxes`` (box_id, box: the text);
+    ``fingerprint``: the set of (row, box text) pairs, hashed (two 64-bit sums, order-free): equal for two releases
+    that show the same rows in the same boxes."""
+
+    rows: pa.Table
+    boxes: pa.Table
+    fingerprint: str
+    quasi_identifiers: str = ""  # the boxes' quasi-identifiers (``signature``): a later release may reuse the boxes
+
+    def __len__(self) -> int:
+        return self.rows.num_rows
 
 
-def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows: pd.DataFrame | None) -> None:
+def signature(quasi_identifiers: list[str]) -> str:
+    """The set of quasi-identifiers a box is printed over (``box_text``'s order)."""
+    return BOX_SEPARATOR.join(sorted(str(q) for q in quasi_identifiers))
+
+
+def planned(rows: np.ndarray, boxes: np.ndarray, index: np.ndarray | None = None,
+            quasi_identifiers: list[str] = ()) -> Planned:
+    """The rows a release would publish (rowids) and their boxes over ``quasi_identifiers``: ``boxes[index[i]]`` for
+    row i when ``index`` is given (a class's box printed once), else ``boxes[i]``. A row shown twice keeps its first
+    box (a later knock-out round shows a row as round 1 did)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if index is None:
+        index, boxes = pd.factorize(pd.Series(boxes, dtype=object))
+    first = np.unique(rows, return_index=True)[1] if len(rows) else np.zeros(0, dtype=np.int64)
+    first.sort()
+    texts = [str(b) for b in boxes]
+    refs, ids = rows[first], np.asarray(index, dtype=np.int64)[first]
+    per_box = pd.util.hash_array(np.asarray(texts, dtype=object)) if texts else np.zeros(0, dtype=np.uint64)
+    pairs = pd.util.hash_array(pd.util.hash_array(refs) ^ per_box[ids])
+    fingerprint = f"{len(refs)}:{int(pairs.sum(dtype=np.uint64))}:{int(np.bitwise_xor.reduce(pairs, initial=0))}"
+    return Planned(pa.table({"row_ref": refs, "box_id": ids}),
+                   pa.table({"box_id": np.arange(len(texts), dtype=np.int64), "box": pa.array(texts, pa.string())}),
+                   fingerprint, signature(list(quasi_identifiers)))
+
+
+def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows: Planned | None) -> str | None:
     """Refuse (PrivacyError) a release of ``table`` with promise ``k`` publishing ``rows`` (row_ref, box; None: the
-    release's rows cannot be tied to the table's) if some published row's history class would fall below its k."""
+    release's rows cannot be tied to the table's) if some published row's history class would fall below its k.
+    Returns the earlier release it repeats exactly (same rows, same boxes), if any: it shows nothing new."""
     table = table.lower()  # DuckDB's names are case-insensitive; the ledger keeps them lower-case
-    earlier = con.execute("SELECT release, traceable FROM crowddb_ledger WHERE table_name = ? AND release <> ? "
-                          "ORDER BY release", [table, release]).fetchall()
-    untraceable, others = [r for r, t in earlier if not t], [r for r, _ in earlier]
+    earlier = con.execute("SELECT release, traceable, fingerprint, k FROM crowddb_ledger WHERE table_name = ? AND "
+                          "release <> ? ORDER BY release", [table, release]).fetchall()
+    untraceable, others = [r for r, t, _, _ in earlier if not t], [r for r, *_ in earlier]
     if untraceable:
         raise PrivacyError(
             f"{table!r} has an earlier release ({_names(untraceable)}) whose rows crowddb could not tie to the "
             f"table's rows (its quasi-identifiers came from a join of tables, an aggregate or a set operation), so "
             f"no later release of {table!r} can be checked against it; a release of a table with quasi-identifiers "
             "reads its rows one by one (through views, CTEs and subqueries with a WHERE or a LIMIT)")
+    if rows is not None and len(rows):
+        # a repeat changes no class: every row of it shows the same box in both, and no other row is in either
+        # (a k no smaller than the earlier one's, so no row is promised more than its class holds)
+        same = next((r for r, _, f, k_then in earlier if f == rows.fingerprint and k_then <= int(k)), None)
+        if same is not None and not con.execute("SELECT count(*) FROM crowddb_published WHERE table_name = ? AND "
+                                                "release = ?", [table, release]).fetchall()[0][0]:
+            return same
     if rows is None:
         if others:
             raise PrivacyError(
@@ -71,10 +115,10 @@ def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows
                 f"of tables, an aggregate or a set operation), and {table!r} has earlier k-anonymous releases "
                 f"({_names(others)}) it could be intersected with; read the rows of {table!r} one by one (a WHERE, "
                 "a LIMIT, views and CTEs are fine)")
-        return
+        return None
     if not len(rows):
-        return
-    with registered(con, __crowd_planned=rows):
+        return None
+    with registered(con, __crowd_planned=rows.rows, __crowd_boxes=rows.boxes):
         found = con.execute(_GUARD, [table, release, int(k)]).fetchall()
     if found:
         size, promised, count, sample = found[0]
@@ -82,6 +126,9 @@ def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows
             "SELECT DISTINCT release FROM crowddb_published WHERE table_name = ? AND release <> ? "
             "AND row_ref IN (SELECT unnest(?::BIGINT[])) ORDER BY release", [table, release, sample]).fetchall()]
         involved = involved or others  # rows new to this release: told apart from the others by them all
+        if not involved:  # no earlier release: this one is not k-anonymous by itself (its anonymizer failed)
+            raise PrivacyError(f"this release alone shows {count} row(s) of {table!r} in a group of {size}, fewer "
+                               f"than k={promised}; nothing was published")
         raise PrivacyError(
             f"this release would let a worker who links releases narrow {count} row(s) of {table!r} to a group of "
             f"{size}, fewer than k={promised}: it would break the k-anonymity of {_names(involved)} (a worker "
@@ -89,23 +136,64 @@ def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows
             "the same rows, k and anonymizer as that release (a rerun is served from the answers on record)")
 
 
-def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows: pd.DataFrame | None) -> None:
+def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows: Planned | None) -> None:
     """Check a release (``check``) and put its published rows (None: a release not tied to the table's rows) in
     the ledger, folded into the rows' histories. Called inside the transaction that records the release's HITs (or
     its row in crowddb_releases), which is retried when another connection's release of the same rows commits
     first: check and record are one step, so two concurrent releases are never both judged against the same past."""
-    check(con, table, release, k, rows)
+    repeats = check(con, table, release, k, rows)
     table = table.lower()
-    con.execute("INSERT INTO crowddb_ledger (release, table_name, k, traceable) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING", [release, table, int(k), rows is not None]).fetchall()
-    if rows is None or not len(rows):
+    # a later round of a crowd run may add rows: then the release is no longer what its fingerprint says
+    con.execute("UPDATE crowddb_ledger SET fingerprint = NULL WHERE release = ? AND table_name = ?",
+                [release, table]).fetchall()
+    con.execute("INSERT INTO crowddb_ledger (release, table_name, k, traceable, fingerprint, repeats, "
+                "quasi_identifiers) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [release, table, int(k), rows is not None, rows.fingerprint if rows is not None else None,
+                 repeats, rows.quasi_identifiers if rows is not None else None]).fetchall()
+    if rows is None or not len(rows) or repeats is not None:  # a repeat is on record by reference
         return
-    with registered(con, __crowd_planned=rows):
-        con.execute(_FOLD, [table, release, int(k)]).fetchall()  # before the new entries join the ledger
+    with registered(con, __crowd_planned=rows.rows, __crowd_boxes=rows.boxes):
+        for statement in _FOLD:  # before the new entries join the ledger (``mine`` reads it)
+            con.execute(statement, [table, release, int(k)]).fetchall()
         con.execute("INSERT INTO crowddb_published (release, table_name, row_ref, k, box) "
-                    "SELECT $2, $1, row_ref, $3, box FROM __crowd_planned WHERE row_ref NOT IN ("
-                    "SELECT row_ref FROM crowddb_published WHERE release = $2 AND table_name = $1)",
-                    [table, release, int(k)]).fetchall()
+                    "SELECT $2, $1, p.row_ref, $3, b.box FROM __crowd_planned p JOIN __crowd_boxes b USING (box_id) "
+                    "WHERE p.row_ref NOT IN (SELECT row_ref FROM crowddb_published WHERE release = $2 AND "
+                    "table_name = $1)", [table, release, int(k)]).fetchall()
+
+
+def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi_identifiers: list[str], k: int
+             ) -> tuple[str, np.ndarray] | None:
+    """The newest release of ``table`` that showed every one of ``rows`` (rowids) in boxes over the same
+    quasi-identifiers, with a k at least ``k``, and each row's box in it (in ``rows``' order); None if none did. A
+    release that asks about rows shown before shows them in these boxes (the table's persisted partition): the same
+    items again, served from the answers on record, and nothing the guard has to refuse."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(rows):
+        return None
+    want = pa.table({"row_ref": rows})
+    with registered(con, __crowd_want=want):
+        found = con.execute(
+            "SELECT l.release FROM crowddb_ledger l JOIN crowddb_published p USING (release, table_name) "
+            "WHERE l.table_name = ? AND l.quasi_identifiers = ? AND l.k >= ? AND p.row_ref IN "
+            "(SELECT row_ref FROM __crowd_want) GROUP BY l.release, l.created_at HAVING count(*) = ? "
+            "ORDER BY l.created_at DESC, l.release DESC LIMIT 1",
+            [table.lower(), signature(quasi_identifiers), int(k), len(np.unique(rows))]).fetchall()
+        if not found:
+            return None
+        boxes = con.execute("SELECT w.row_ref, p.box FROM __crowd_want w JOIN crowddb_published p USING (row_ref) "
+                            "WHERE p.release = ? AND p.table_name = ?", [found[0][0], table.lower()]).df()
+    by_row = pd.Series(boxes["box"].to_numpy(dtype=object), index=boxes["row_ref"].to_numpy())
+    by_row = by_row[~by_row.index.duplicated()]
+    return found[0][0], by_row.reindex(rows).to_numpy(dtype=object)
+
+
+def smallest_class(con: duckdb.DuckDBPyConnection, table: str) -> tuple[int | None, int]:
+    """The smallest joint class among the published rows of ``table`` (rows with the same history) and how many
+    rows are in classes of that size; (None, 0) when nothing of it was published."""
+    found = con.execute("SELECT size, count(*) * size FROM (SELECT count(*) AS size FROM crowddb_row_history "
+                        "WHERE table_name = ? GROUP BY history) GROUP BY size ORDER BY size LIMIT 1",
+                        [table.lower()]).fetchall()
+    return (int(found[0][0]), int(found[0][1])) if found else (None, 0)
 
 
 def forget_unposted(con: duckdb.DuckDBPyConnection, runs: list[int]) -> None:
@@ -148,15 +236,17 @@ _ENTRY = "md5_number(release || chr(31) || box)"
 _NEXT = """
 WITH mine AS (
     SELECT row_ref FROM crowddb_published WHERE table_name = $1 AND release = $2),
+boxes AS (  -- each box's share of a history, hashed once per box
+    SELECT box_id, md5_number($2 || chr(31) || box) AS h FROM __crowd_boxes),
 added AS (
-    SELECT row_ref, any_value(box) AS box FROM __crowd_planned WHERE row_ref NOT IN (SELECT row_ref FROM mine)
-    GROUP BY row_ref),
+    SELECT p.row_ref, b.h FROM __crowd_planned p JOIN boxes b USING (box_id)
+    WHERE p.row_ref NOT IN (SELECT row_ref FROM mine)),
 now AS (
     SELECT row_ref, history, k FROM crowddb_row_history WHERE table_name = $1),
 after AS (
     SELECT coalesce(n.row_ref, a.row_ref) AS row_ref,
            CASE WHEN a.row_ref IS NULL THEN n.history
-                ELSE xor(coalesce(n.history, 0::UHUGEINT), md5_number($2 || chr(31) || a.box)) END AS history,
+                ELSE xor(coalesce(n.history, 0::UHUGEINT), a.h) END AS history,
            CASE WHEN a.row_ref IS NULL THEN n.k WHEN n.k IS NULL THEN $3 ELSE least(n.k, $3) END AS k
     FROM now n FULL OUTER JOIN added a ON n.row_ref = a.row_ref)
 """
@@ -167,6 +257,13 @@ SELECT size, k, count(*), list(row_ref ORDER BY row_ref)[1:20] FROM classes WHER
 GROUP BY size, k ORDER BY size, k LIMIT 1
 """
 
-_FOLD = "INSERT OR REPLACE INTO crowddb_row_history " + _NEXT + """
-SELECT $1, row_ref, history, k FROM after WHERE row_ref IN (SELECT row_ref FROM added)
-"""
+# the rows this release adds fold its entry into their histories (an UPDATE of the rows already on record and an
+# INSERT of the new ones: cheaper than INSERT OR REPLACE, which deletes and re-inserts every row of the key index)
+_FOLD = ["""
+UPDATE crowddb_row_history AS r SET history = xor(r.history, a.h), k = least(r.k, $3)
+FROM (""" + _NEXT + """ SELECT row_ref, h FROM added) AS a
+WHERE r.table_name = $1 AND r.row_ref = a.row_ref
+""", """
+INSERT INTO crowddb_row_history """ + _NEXT + """
+SELECT $1, row_ref, h, $3 FROM added WHERE row_ref NOT IN (SELECT row_ref FROM now)
+"""]

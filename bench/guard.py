@@ -1,0 +1,78 @@
+"""Benchmark: the cost of the guard of k-anonymity across releases (crowddb/store/composition.py), by releases on
+record.
+
+A table of N rows (default 1,000,000) gets R earlier releases of all its rows straight into the ledger (each a
+Mondrian-like partition: nested boxes, coarser every release), then one more release of all N rows is checked
+(``composition.check``: one DuckDB statement over the rows' histories and the planned boxes) and recorded
+(``composition.record``: check, history fold, ledger rows). The baseline, measured in the same run on the same
+connection, is DuckDB grouping the planned rows by box (``SELECT box_id, count(*) ... GROUP BY box_id``): the least
+any check of N rows' classes costs. Run: ``python bench/guard.py [--rows N] [--releases 1,10,100]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from crowddb._resources import catalog_ddl
+from crowddb.store import composition
+
+
+def release(n: int, size: int) -> composition.Planned:
+    """All n rows cut into consecutive classes of ``size`` rows, each class's box printed like a generalized QI."""
+    lo = np.arange(0, n, size)
+    texts = pd.Series(lo).astype(str).str.cat(pd.Series(lo + size - 1).astype(str), sep="-").to_numpy(dtype=object)
+    return composition.planned(np.arange(n, dtype=np.int64), texts, np.arange(n) // size)
+
+
+def timed(f, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--releases", default="1,10,100")
+    args = ap.parse_args()
+    marks = sorted({int(r) for r in args.releases.split(",")})
+    n, k = args.rows, 10
+    con = duckdb.connect()
+    con.execute(catalog_ddl()).fetchall()
+    planned = release(n, k)
+    con.register("__bench_planned", planned.rows)
+    print(f"guard of k-anonymity across releases: a release of {n:,} rows checked against R earlier releases of "
+          "all of them; best of 3")
+    print(f"{'R':>5} | {'ledger rows':>12} | {'check s':>8} | {'record s':>8} | {'baseline s':>10} | {'x baseline':>10}")
+    print("-" * 70)
+    done = 0
+    for mark in marks:
+        while done < mark:  # earlier releases: nested partitions, coarser each time (classes of k * 2^j rows)
+            done += 1
+            composition.record(con, "big", f"release:{done}", k, release(n, k << (done % 8)))
+        check = timed(lambda: composition.check(con, "big", "release:new", k, planned))
+        base = timed(lambda: con.execute("SELECT box_id, count(*) FROM __bench_planned GROUP BY box_id").fetchall())
+        record = timed(lambda: _record_and_undo(con, n, k, planned), repeat=1)
+        rows = con.execute("SELECT count(*) FROM crowddb_published").fetchall()[0][0]
+        print(f"{mark:>5} | {rows:>12,} | {check:>8.3f} | {record:>8.3f} | {base:>10.3f} | {check / base:>10.1f}")
+
+
+def _record_and_undo(con, n: int, k: int, planned: composition.Planned) -> None:
+    """Record the new release inside a transaction that is rolled back (the next mark starts from the same past)."""
+    con.execute("BEGIN TRANSACTION").fetchall()
+    try:
+        composition.record(con, "big", "release:new", k, planned)
+    finally:
+        con.execute("ROLLBACK").fetchall()
+
+
+if __name__ == "__main__":
+    main()
