@@ -142,8 +142,14 @@ CREATE TABLE IF NOT EXISTS crowddb_row_history (
     table_name  VARCHAR NOT NULL,
     row_ref     BIGINT NOT NULL,
     history     UHUGEINT NOT NULL,
-    k           INTEGER NOT NULL,
-    PRIMARY KEY (table_name, row_ref)
+    k           INTEGER NOT NULL
+);
+
+-- One row per table with releases on record, bumped by each release in its transaction: two connections releasing
+-- rows of one table at once conflict here, and the later one is checked again against the earlier one's rows.
+CREATE TABLE IF NOT EXISTS crowddb_ledger_tables (
+    table_name  VARCHAR PRIMARY KEY,
+    releases    BIGINT NOT NULL
 );
 
 -- PRIVATE_SYNTH's per-object privacy report of every release (Theorem 2 of PrisCrowd), appended, never rewritten.

@@ -32,7 +32,7 @@ import pyarrow as pa
 from .._duck import registered
 from ..errors import PrivacyError
 
-TABLES = ("crowddb_ledger", "crowddb_published", "crowddb_row_history")  # written only here
+TABLES = ("crowddb_ledger", "crowddb_published", "crowddb_row_history", "crowddb_ledger_tables")  # written only here
 BOX_SEPARATOR = "\x1f"  # between the published texts of a row's quasi-identifiers (never in rendered text)
 _HISTORY_SEPARATOR = "\x1e"
 
@@ -91,9 +91,20 @@ def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows
     """Refuse (PrivacyError) a release of ``table`` with promise ``k`` publishing ``rows`` (row_ref, box; None: the
     release's rows cannot be tied to the table's) if some published row's history class would fall below its k.
     Returns the earlier release it repeats exactly (same rows, same boxes), if any: it shows nothing new."""
-    table = table.lower()  # DuckDB's names are case-insensitive; the ledger keeps them lower-case
-    earlier = con.execute("SELECT release, traceable, fingerprint, k FROM crowddb_ledger WHERE table_name = ? AND "
-                          "release <> ? ORDER BY release", [table, release]).fetchall()
+    return _check(con, table.lower(), release, k, rows, _past(con, table.lower(), release))
+
+
+def _past(con: duckdb.DuckDBPyConnection, table: str, release: str) -> tuple[list[tuple], bool]:
+    """The table's earlier releases (release, traceable, fingerprint, k), and whether this release is on record
+    already (a later round of a crowd run)."""
+    rows = con.execute("SELECT release, traceable, fingerprint, k FROM crowddb_ledger WHERE table_name = ? "
+                       "ORDER BY release", [table]).fetchall()
+    return [r for r in rows if r[0] != release], any(r[0] == release for r in rows)
+
+
+def _check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows: Planned | None,
+           past: tuple[list[tuple], bool]) -> str | None:
+    earlier, continuing = past
     untraceable, others = [r for r, t, _, _ in earlier if not t], [r for r, *_ in earlier]
     if untraceable:
         raise PrivacyError(
@@ -118,6 +129,14 @@ def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows
         return None
     if not len(rows):
         return None
+    if not earlier and not continuing:  # the table's first release: its classes are its boxes
+        sizes = np.bincount(rows.rows.column("box_id").to_numpy(), minlength=rows.boxes.num_rows)
+        small = (sizes > 0) & (sizes < int(k))
+        if small.any():
+            size = int(sizes[small].min())
+            raise PrivacyError(f"this release alone shows {int((sizes == size).sum()) * size} row(s) of {table!r} "
+                               f"in a group of {size}, fewer than k={int(k)}; nothing was published")
+        return None
     with registered(con, __crowd_planned=rows.rows, __crowd_boxes=rows.boxes):
         found = con.execute(_GUARD, [table, release, int(k)]).fetchall()
     if found:
@@ -141,11 +160,16 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
     the ledger, folded into the rows' histories. Called inside the transaction that records the release's HITs (or
     its row in crowddb_releases), which is retried when another connection's release of the same rows commits
     first: check and record are one step, so two concurrent releases are never both judged against the same past."""
-    repeats = check(con, table, release, k, rows)
     table = table.lower()
-    # a later round of a crowd run may add rows: then the release is no longer what its fingerprint says
-    con.execute("UPDATE crowddb_ledger SET fingerprint = NULL WHERE release = ? AND table_name = ?",
-                [release, table]).fetchall()
+    # first: releases of one table are serialized (a concurrent one conflicts here and is retried, then checked
+    # against this one's rows)
+    con.execute("INSERT INTO crowddb_ledger_tables VALUES (?, 1) ON CONFLICT (table_name) DO UPDATE SET "
+                "releases = crowddb_ledger_tables.releases + 1", [table]).fetchall()
+    past = _past(con, table, release)
+    repeats = _check(con, table, release, k, rows, past)
+    if past[1]:  # a later round of a crowd run may add rows: the release is no longer what its fingerprint says
+        con.execute("UPDATE crowddb_ledger SET fingerprint = NULL WHERE release = ? AND table_name = ?",
+                    [release, table]).fetchall()
     con.execute("INSERT INTO crowddb_ledger (release, table_name, k, traceable, fingerprint, repeats, "
                 "quasi_identifiers) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [release, table, int(k), rows is not None, rows.fingerprint if rows is not None else None,
@@ -153,12 +177,15 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
     if rows is None or not len(rows) or repeats is not None:  # a repeat is on record by reference
         return
     with registered(con, __crowd_planned=rows.rows, __crowd_boxes=rows.boxes):
-        for statement in _FOLD:  # before the new entries join the ledger (``mine`` reads it)
-            con.execute(statement, [table, release, int(k)]).fetchall()
+        if not past[0] and not past[1]:  # the table's first release: every row's history is its one entry
+            con.execute(_FIRST, [table, release, int(k)]).fetchall()
+        else:
+            for statement in _FOLD:  # before the new entries join the ledger (``mine`` reads it)
+                con.execute(statement, [table, release, int(k)]).fetchall()
         con.execute("INSERT INTO crowddb_published (release, table_name, row_ref, k, box) "
                     "SELECT $2, $1, p.row_ref, $3, b.box FROM __crowd_planned p JOIN __crowd_boxes b USING (box_id) "
-                    "WHERE p.row_ref NOT IN (SELECT row_ref FROM crowddb_published WHERE release = $2 AND "
-                    "table_name = $1)", [table, release, int(k)]).fetchall()
+                    + ("WHERE p.row_ref NOT IN (SELECT row_ref FROM crowddb_published WHERE release = $2 AND "
+                       "table_name = $1)" if past[1] else ""), [table, release, int(k)]).fetchall()
 
 
 def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi_identifiers: list[str], k: int
@@ -267,3 +294,9 @@ WHERE r.table_name = $1 AND r.row_ref = a.row_ref
 INSERT INTO crowddb_row_history """ + _NEXT + """
 SELECT $1, row_ref, h, $3 FROM added WHERE row_ref NOT IN (SELECT row_ref FROM now)
 """]
+
+_FIRST = f"""
+INSERT INTO crowddb_row_history
+SELECT $1, p.row_ref, b.h, $3 FROM __crowd_planned p
+JOIN (SELECT box_id, {_ENTRY.replace("release", "$2")} AS h FROM __crowd_boxes) b USING (box_id)
+"""
