@@ -2,7 +2,7 @@
 record.
 
 A table of N rows (default 1,000,000) gets R earlier releases of all its rows straight into the ledger (each a
-Mondrian-like partition: nested boxes, coarser every release), then one more release of all N rows is checked
+partition into consecutive classes of k * (j + 1) rows: no two alike), then one more release of all N rows is checked
 (``composition.check``: one DuckDB statement over the rows' histories and the planned boxes) and recorded
 (``composition.record``: check, history fold, ledger rows). The baseline, measured in the same run on the same
 connection, is DuckDB grouping the planned rows by box (``SELECT box_id, count(*) ... GROUP BY box_id``): the least
@@ -55,9 +55,9 @@ def main() -> None:
     print("-" * 70)
     done = 0
     for mark in marks:
-        while done < mark:  # earlier releases: nested partitions, coarser each time (classes of k * 2^j rows)
-            done += 1
-            composition.record(con, "big", f"release:{done}", k, release(n, k << (done % 8)))
+        while done < mark:  # earlier releases, each a new one: classes of k * (j + 1) rows (every boundary a multiple
+            done += 1        # of k, so every row's joint class is a union of the checked release's classes: accepted)
+            composition.record(con, "big", f"release:{done}", k, release(n, k * (done + 1)))
         check = timed(lambda: composition.check(con, "big", "release:new", k, planned))
         base = timed(lambda: con.execute("SELECT box_id, count(*) FROM __bench_planned GROUP BY box_id").fetchall())
         record = timed(lambda: _record_and_undo(con, n, k, planned), repeat=1)

@@ -289,7 +289,9 @@ class Planner:
     def _input(self, query: exp.Select, reads: list[str] | None = None) -> TableInput:
         """A table function's input: ``query`` run once, frozen as Arrow, read through a typed view. With ``reads``
         (the columns the function reads) only those leave DuckDB, when the query has them all as named."""
-        if reads is not None and set(reads) <= set(self.ctx.con.sql(query.sql(DIALECT)).columns):  # bound, not run
+        if reads == []:  # a function of the name alone (PRIVACY_BUDGET): no row leaves DuckDB
+            query = exp.select("*").from_(query.subquery(_sql.identifier("__crowd_input"))).limit(0)
+        elif reads is not None and set(reads) <= set(self.ctx.con.sql(query.sql(DIALECT)).columns):  # bound, not run
             query = exp.select(*(_sql.column(c) for c in dict.fromkeys(reads))).from_(
                 query.subquery(_sql.identifier("__crowd_input")))
         table, types = snapshot(self.ctx.con, query.sql(DIALECT))

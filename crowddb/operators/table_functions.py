@@ -481,5 +481,5 @@ READS: dict[str, Callable[[dict[str, Any]], list[str] | None]] = {
     "truth_discover": _claim_columns,
     "private_synth": _claim_columns,
     "anonymize": lambda named: None,
-    "privacy_budget": lambda named: None,  # (the input is only a name: its rows are not needed)
+    "privacy_budget": lambda named: [],  # the input is only a name: no row is read
 }
