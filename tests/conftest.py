@@ -54,3 +54,20 @@ def open_db(perfect_crowd):
     with crowddb.connect(platform=perfect_crowd, seed=3, progress=False) as con:
         con.load_frame("people", people_frame(), sensitive=["salary"], ground_truth="job", key="id")
         yield con
+
+
+@pytest.fixture
+def snapshots(monkeypatch) -> list:
+    """Every Arrow table a table function's input was frozen as (``planner.snapshot``), in order."""
+    from crowddb import planner as planner_module
+
+    seen: list = []
+    original = planner_module.snapshot
+
+    def spy(con, query):
+        table, types = original(con, query)
+        seen.append(table)
+        return table, types
+
+    monkeypatch.setattr(planner_module, "snapshot", spy)
+    return seen

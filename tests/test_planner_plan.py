@@ -94,30 +94,20 @@ def test_explain_shows_the_plans_steps(recorded):
     assert db.explain("SELECT 1").steps == []
 
 
-def test_truth_discover_takes_only_its_three_columns_out_of_duckdb(recorded, monkeypatch):
+def test_truth_discover_takes_only_its_three_columns_out_of_duckdb(recorded, snapshots):
     """TRUTH_DISCOVER and PRIVATE_SYNTH freeze only object, source and value; ANONYMIZE takes the whole input (its
     release carries every column); a misnamed column still gets the function's own error naming the input's columns."""
-    from crowddb import planner as planner_module
-
     db, _ = recorded
     db.execute("CREATE TABLE wide AS SELECT range % 20 AS o, range % 7 AS s, (range % 3)::VARCHAR AS v, "
                "range AS extra1, 'x' || range AS extra2 FROM range(140)").fetchall()
-    seen = []
-    original = planner_module.snapshot
-
-    def spy(con, query):
-        table, types = original(con, query)
-        seen.append(table.column_names)
-        return table, types
-
-    monkeypatch.setattr(planner_module, "snapshot", spy)
     got = db.sql("SELECT count(*) FROM TRUTH_DISCOVER(wide, object := 'o', source := 's', value := 'v', "
                  "method := 'mv')").fetchall()
-    assert got == [(20,)] and seen == [["o", "s", "v"]]
+    assert got == [(20,)] and [t.column_names for t in snapshots] == [["o", "s", "v"]]
     db.sql("SELECT count(*) FROM ANONYMIZE(wide, k := 5, quasi_identifiers := ['o'])").fetchall()
     # all its columns (the release keeps them), and each row's rowid for the privacy ledger (not a column of the input)
-    assert seen[-1] == ["o", "s", "v", "extra1", "extra2", "__crowd_row_ref"]
+    assert snapshots[-1].column_names == ["o", "s", "v", "extra1", "extra2", "__crowd_row_ref"]
     with pytest.raises(crowddb.errors.UnknownColumnError,
                        match=r"^TRUTH_DISCOVER: value column 'nope' is not in the input \(columns: \['o', 's', 'v', "
                              r"'extra1', 'extra2'\]\)$"):
         db.sql("SELECT * FROM TRUTH_DISCOVER(wide, object := 'o', source := 's', value := 'nope')")
+

@@ -303,17 +303,6 @@ def test_a_view_or_subquery_is_charged_to_its_table(db):
         db.sql(_td(0.2, table="some_answers")).fetchall()
 
 
-def test_privacy_budget_reads_no_row_of_its_table(db, monkeypatch):
-    from crowddb import planner as planner_module
-
-    seen = []
-    original = planner_module.snapshot
-
-    def spy(con, query):
-        table, types = original(con, query)
-        seen.append(table.num_rows)
-        return table, types
-
-    monkeypatch.setattr(planner_module, "snapshot", spy)
+def test_privacy_budget_reads_no_row_of_its_table(db, snapshots):
     db.sql("SELECT * FROM PRIVACY_BUDGET(answers, epsilon := 2)").fetchall()
-    assert seen == [0]
+    assert [t.num_rows for t in snapshots] == [0]
