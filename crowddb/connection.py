@@ -770,8 +770,17 @@ class CrowdDB:
     def privacy_report(self, table: str) -> pd.DataFrame:
         """Every DP release charged to ``table``: its largest charge to one unit, the most a unit has spent after it
         (epsilon/delta summed; rho summed and its epsilon), the budget and what is left; verifies the ledger's hash
-        chain first (PrivacyBudgetError if it was edited). Per unit in SQL: ``SELECT * FROM crowddb_privacy_spent``."""
-        return privacy.report(self.con, self._budget_table(table))
+        chain first (PrivacyBudgetError if it was edited). Per unit in SQL: ``SELECT * FROM crowddb_privacy_spent``.
+        Then every k-anonymous release of it (``kind`` 'k-anonymity': its ``ledger_release``, ``k``, ``rows``, the
+        release it ``repeats``), and on every row ``smallest_joint_class``: the fewest rows a worker who links all of
+        the table's releases cannot tell apart (the guard keeps it at least each row's k)."""
+        name = self._budget_table(table)
+        spent = privacy.report(self.con, name)
+        kanon = composition.releases(self.con, name).assign(kind="k-anonymity", method=lambda f: f["ledger_release"])
+        frames = [f for f in (spent, kanon.reindex(columns=privacy.REPORT_COLUMNS)) if len(f)]
+        out = pd.concat(frames, ignore_index=True) if frames else spent
+        out["smallest_joint_class"] = composition.smallest_class(self.con, name)[0]
+        return out.reindex(columns=privacy.REPORT_COLUMNS)
 
     def _budget_table(self, table: str) -> str:
         if not isinstance(table, str):

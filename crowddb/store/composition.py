@@ -214,6 +214,16 @@ def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi
     return found[0][0], by_row.reindex(rows).to_numpy(dtype=object)
 
 
+def releases(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
+    """The table's k-anonymous releases in order: name, k, whether its rows were tied to the table's, the release
+    it repeats, when, and how many rows it showed (a repeat: those of the release it repeats)."""
+    return con.execute(
+        "SELECT l.release AS ledger_release, l.k, l.traceable, l.repeats, l.created_at, "
+        "(SELECT count(*) FROM crowddb_published p WHERE p.table_name = l.table_name AND "
+        "p.release = coalesce(l.repeats, l.release)) AS rows FROM crowddb_ledger l WHERE l.table_name = ? "
+        "ORDER BY l.created_at, l.release", [table.lower()]).df()
+
+
 def smallest_class(con: duckdb.DuckDBPyConnection, table: str) -> tuple[int | None, int]:
     """The smallest joint class among the published rows of ``table`` (rows with the same history) and how many
     rows are in classes of that size; (None, 0) when nothing of it was published."""

@@ -269,7 +269,8 @@ def record(con: duckdb.DuckDBPyConnection, tables: Sequence[str], charge: Charge
 # ------------------------------------------------------------------------------------------------- the report
 REPORT_COLUMNS = ["release_id", "kind", "method", "created_at", "unit", "units", "epsilon", "delta", "rho",
                   "epsilon_spent", "delta_spent", "rho_spent", "epsilon_zcdp", "zcdp_delta", "budget_epsilon",
-                  "budget_delta", "composition", "epsilon_left", "delta_left", "after_reset", "smallest_joint_class"]
+                  "budget_delta", "composition", "epsilon_left", "delta_left", "after_reset", "smallest_joint_class",
+                  "ledger_release", "k", "rows", "repeats"]
 
 
 def report(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
