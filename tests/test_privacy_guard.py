@@ -394,3 +394,25 @@ def test_the_ledger_still_names_the_same_rows_after_deletes_and_a_checkpoint(tmp
         db.con.execute("CHECKPOINT").fetchall()  # compacts the deleted rows: DuckDB renumbers the rest
         now = dict(db.sql("SELECT rowid, id FROM big").fetchall())
         assert all(now.get(ref) in (None, person) for ref, person in shown.items())  # no row now stands for another
+
+
+def test_fka_over_rows_shown_before_is_refused_before_it_buys_samples(db):
+    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id <= 60").df()
+    before = state(db)
+    with pytest.raises(PrivacyError, match=r"getposition: 60 of its 120 rows were shown by an earlier release; FKA "
+                                           r"would buy .* Nothing was bought"):
+        db.sql("SELECT id, getposition(*, k := 10, anonymizer := 'fka') FROM people").df()
+    assert state(db) == before  # no sample was posted or paid
+    db.sql("SELECT id, getposition(*, k := 10, anonymizer := 'fka') FROM people WHERE id > 60").df()  # new rows
+    assert state(db)["posted"] > before["posted"]
+
+
+def test_has_releases_and_shown_before_read_the_ledger(db):
+    from crowddb.store.composition import has_releases, shown_before
+
+    assert not has_releases(db.con, ("people",)) and shown_before(db.con, "people", np.arange(120)) == 0
+    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id <= 60").df()
+    assert has_releases(db.con, ("other", "PEOPLE")) and not has_releases(db.con, ("other",))
+    rowids = np.array([r for (r,) in db.sql("SELECT rowid FROM people WHERE id <= 60").fetchall()])
+    assert shown_before(db.con, "people", np.arange(120)) == 60
+    assert shown_before(db.con, "people", np.r_[rowids[:7], rowids[:7]]) == 7  # each row once

@@ -125,7 +125,7 @@ class HumanOperatorRun:
         self.shuffle = Shuffle(self.signature, call.seed if call.seed is not None else ctx.seed, self.rng)
         self.publisher = Publisher(call, estimating=estimating, signature=self.signature, rng=self.rng,
                                    connection_seed=ctx.seed, buy=self._buy_tuples, domain=self.domain,
-                                   recorded=self._recorded)
+                                   recorded=self._recorded, shown_before=self._shown_before)
         self.plan: OperatorPlan | None = None  # a run that failed while FKA bought its samples has no plan yet
         self.metrics: dict[str, Any] | None = None
 
@@ -202,6 +202,19 @@ class HumanOperatorRun:
             refs = rows_of.refs[refs]
         return composition.recorded(self.ctx.store.con, rows_of.tables[0], refs, list(call.quasi_identifiers),
                                     int(self.op.k))
+
+    def _shown_before(self) -> int:
+        """How many of this call's rows an earlier release showed (rows crowddb cannot tie to a table: all of them,
+        if the table has releases on record)."""
+        rows_of = self.call.rows_of
+        if rows_of is None:
+            return 0
+        if rows_of.column is None:
+            return len(self.call.frame) if composition.has_releases(self.ctx.store.con, rows_of.tables) else 0
+        refs = self.call.frame[rows_of.column].to_numpy()
+        if rows_of.refs is not None:
+            refs = rows_of.refs[refs]
+        return composition.shown_before(self.ctx.store.con, rows_of.tables[0], refs)
 
     def _publishable(self) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         """The published columns as text, QIs generalized to k-anonymous groups (kanon-crowd-db §2.2); FKA buys its

@@ -69,11 +69,13 @@ class Publisher:
 
     def __init__(self, call: HumanInput, *, estimating: bool, signature: str, rng: np.random.Generator,
                  connection_seed: int | None, buy: Buy, domain: tuple[str, ...] | None,
-                 recorded: Callable[[], tuple[str, np.ndarray] | None] | None = None) -> None:
+                 recorded: Callable[[], tuple[str, np.ndarray] | None] | None = None,
+                 shown_before: Callable[[], int] | None = None) -> None:
         self.call, self.op = call, call.op
         self.estimating, self.signature, self.rng, self.connection_seed = estimating, signature, rng, connection_seed
         self.buy, self.domain = buy, domain
         self.recorded = recorded  # the boxes an earlier release showed these rows in, if it showed them all
+        self.shown_before = shown_before  # how many of these rows an earlier release showed
         self.fka_estimate = 0
         self.fka_tuples = 0
 
@@ -104,6 +106,13 @@ class Publisher:
             self.fka_estimate = 2 * max(2, round(float(op.sample_ratio) * len(raw)))
             method = "mondrian"
         elif method == "fka":
+            shown = self.shown_before() if self.shown_before is not None else 0
+            if shown:  # refused before its samples are bought, not after (issue 15's guard would refuse round 1)
+                raise PrivacyError(
+                    f"{op.name}: {shown} of its {len(raw)} rows were shown by an earlier release; FKA would buy "
+                    "synthetic samples for a new partition whose boxes cross the earlier ones, which the guard of "
+                    "k-anonymity across releases refuses. Nothing was bought. Use anonymizer := 'mondrian' with the "
+                    "earlier release's k (its boxes are shown again), or ask about rows no release has shown")
             options.update(ask=self._fka_ask(raw), sample_ratio=float(op.sample_ratio), cell_limit=int(op.cell_limit))
         if call.shared:  # group operators: QIs every row of a group shares are generalized per group
             options["shared"] = list(call.shared)

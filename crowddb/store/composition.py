@@ -224,6 +224,22 @@ def releases(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
         "ORDER BY l.created_at, l.release", [table.lower()]).df()
 
 
+def has_releases(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> bool:
+    """Whether any of ``tables`` has a k-anonymous release on record."""
+    return bool(con.execute("SELECT count(*) FROM crowddb_ledger WHERE table_name IN (SELECT unnest(?))",
+                            [[t.lower() for t in tables]]).fetchall()[0][0])
+
+
+def shown_before(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) -> int:
+    """How many of ``rows`` (rowids of ``table``) an earlier release showed."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(rows):
+        return 0
+    with registered(con, __crowd_want=pa.table({"row_ref": np.unique(rows)})):
+        return int(con.execute("SELECT count(*) FROM crowddb_row_history WHERE table_name = ? AND row_ref IN "
+                               "(SELECT row_ref FROM __crowd_want)", [table.lower()]).fetchall()[0][0])
+
+
 def smallest_class(con: duckdb.DuckDBPyConnection, table: str) -> tuple[int | None, int]:
     """The smallest joint class among the published rows of ``table`` (rows with the same history) and how many
     rows are in classes of that size; (None, 0) when nothing of it was published."""
