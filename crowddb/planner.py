@@ -42,6 +42,7 @@ from .store import TableRoles, composition, privacy, relation_kind, roles_of
 
 _ID = "__crowd_id"
 _GROUP = "__crowd_g"
+_REF = "__crowd_ref"  # the privacy ledger's identity of the rows a call publishes (row_identity)
 _ANSWER = "answer"
 _counter = itertools.count(1)
 
@@ -528,6 +529,11 @@ class Planner:
         identity = [exp.column("rowid", table=s.alias, quoted=True) for s in sources]
         group_exprs = self._group_exprs(scope) if op.kind == "group" else []
         projections: list[exp.Expression] = [exp.alias_(e, f"{_ID}{i}", quoted=True) for i, e in enumerate(identity)]
+        rows_of = _rows_of(published, qi, sources)
+        if rows_of is not None and rows_of.column is not None and rows_of.refs is None:  # a base table's own rows
+            owner = sources[int(rows_of.column[len(_ID):])]
+            projections.append(exp.alias_(row_identity(self.ctx.con, owner.table, owner.alias), _REF, quoted=True))
+            rows_of = RowsOf(rows_of.tables, _REF)
         projections += [exp.alias_(e.copy(), f"{_GROUP}{i}", quoted=True) for i, e in enumerate(group_exprs)]
         if truth_expr is not None:
             projections.append(exp.alias_(truth_expr, TRUTH, quoted=True))
@@ -560,7 +566,7 @@ class Planner:
             if KEY not in frame:
                 frame[KEY] = frame[f"{_ID}0"]
         human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
-                           rows_of=_rows_of(published, qi, sources),
+                           rows_of=rows_of,
                            kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
                            budget=named.get("budget"), seed=named.get("seed"), withheld=withheld,
                            shared=self._shared(frame, [n for n in names if n in qi], group_exprs, sources, what))
@@ -1041,7 +1047,7 @@ def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozense
             kind = relation_kind(con, item.name)
             if kind == "table":
                 table, star = item.name, False  # a table's * does not bring its rowid
-                ref = exp.column("rowid", table=alias, quoted=True)
+                ref = row_identity(con, item.name, alias)
             elif kind == "view" and name not in seen:
                 rows = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal",
                                    [item.name]).fetchall()
@@ -1065,3 +1071,15 @@ def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozense
     if table is not None and not star:  # a * over a traced relation brings ROW_REF along
         select.select(exp.alias_(ref, ROW_REF, quoted=True), copy=False)
     return table
+
+
+def row_identity(con, table: str, alias: str) -> exp.Expression:
+    """A row's identity in the privacy ledger (``composition.identity`` names it): its declared key, hashed to a
+    BIGINT (stable whatever DuckDB does to rowids), or its rowid when the table declares no key (which a checkpoint
+    renumbers after deletes)."""
+    key = roles_of(con, table).key
+    if not key:
+        return exp.column("rowid", table=alias, quoted=True)
+    hashed = exp.BitwiseRightShift(this=exp.func("hash", exp.column(key, table=alias, quoted=True)),
+                                   expression=exp.Literal.number(1))
+    return exp.cast(hashed, "BIGINT")

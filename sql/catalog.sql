@@ -149,7 +149,8 @@ CREATE TABLE IF NOT EXISTS crowddb_row_history (
 -- rows of one table at once conflict here, and the later one is checked again against the earlier one's rows.
 CREATE TABLE IF NOT EXISTS crowddb_ledger_tables (
     table_name  VARCHAR PRIMARY KEY,
-    releases    BIGINT NOT NULL
+    releases    BIGINT NOT NULL,
+    identity    VARCHAR NOT NULL     -- how its rows are told apart: 'key:<column>' (hashed) or 'rowid'
 );
 
 -- PRIVATE_SYNTH's per-object privacy report of every release (Theorem 2 of PrisCrowd), appended, never rewritten.

@@ -39,6 +39,11 @@ def state(db) -> dict:
             "posted": len(db.platform.published)}
 
 
+def by_ref(db, table: str = "people") -> pd.Series:
+    """Each row's id by its identity in the ledger: its declared key (id), hashed to a BIGINT as the ledger does."""
+    return db.sql(f"SELECT (hash(id) >> 1)::BIGINT AS ref, id FROM {table}").df().set_index("ref")["id"]
+
+
 def ledger(db, release: str) -> pd.DataFrame:
     return db.sql(f"SELECT row_ref, box, k FROM crowddb_published WHERE release = '{release}' ORDER BY row_ref").df()
 
@@ -110,8 +115,7 @@ def test_rows_no_release_showed_may_be_released_on_their_own(db):
     db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id <= 60").df()
     db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id > 60").df()
     assert state(db)["ledger"] == [("run:1", 60), ("run:2", 60)]
-    ids = db.sql("SELECT rowid, id FROM people").df().set_index("rowid")["id"]
-    assert sorted(ids[ledger(db, "run:2")["row_ref"]]) == list(range(61, 121))
+    assert sorted(by_ref(db)[ledger(db, "run:2")["row_ref"]]) == list(range(61, 121))
 
 
 def test_anonymize_with_the_crowd_run_s_partition_is_accepted(db):
@@ -144,8 +148,8 @@ def test_the_ledger_holds_exactly_the_boxes_workers_saw(db):
     on_record = [BOX_SEPARATOR.join(str(c[q]) for q in sorted(ROLES["quasi_identifiers"])) for c in contents]
     boxes = ledger(db, "run:1")
     assert sorted(seen) == sorted(on_record) == sorted(boxes["box"])
-    women = db.sql("SELECT rowid FROM people WHERE sex = 'F' ORDER BY rowid").fetchall()
-    assert boxes["row_ref"].tolist() == [r for (r,) in women]
+    women = db.sql("SELECT id FROM people WHERE sex = 'F' ORDER BY id").fetchall()
+    assert sorted(by_ref(db)[boxes["row_ref"]]) == [r for (r,) in women]
     assert set(boxes["k"]) == {10}
     sizes = boxes.groupby("box").size()
     assert sizes.min() >= 10  # each box names at least k of the rows published with it
@@ -209,7 +213,7 @@ def test_an_untraceable_first_release_blocks_later_ones(db):
     ("SELECT id FROM people UNION ALL SELECT id FROM people", None),
     ("WITH RECURSIVE r AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM r WHERE x < 3) SELECT * FROM r", None),
 ])
-def test_traced_gives_each_row_its_base_rowid_and_leaves_the_rows_alone(db, query, table):
+def test_traced_gives_each_row_its_base_identity_and_leaves_the_rows_alone(db, query, table):
     db.sql("CREATE VIEW adults AS SELECT * FROM people WHERE age >= 18")
     db.sql("CREATE VIEW older AS SELECT id, age, zip FROM adults WHERE age > 40")
     import sqlglot
@@ -223,9 +227,10 @@ def test_traced_gives_each_row_its_base_rowid_and_leaves_the_rows_alone(db, quer
     plain = db.con.execute(query).df()
     traced_rows = db.con.execute(with_refs.sql("duckdb")).df()
     pd.testing.assert_frame_equal(traced_rows.drop(columns=[ROW_REF]), plain)
-    by_rowid = db.con.execute("SELECT rowid AS r, id FROM people").df().set_index("r")["id"]
-    if "id" in plain:  # each row's rowid is the base row it is (its id says so)
-        assert by_rowid[traced_rows[ROW_REF]].tolist() == traced_rows["id"].tolist()
+    if "id" in plain:  # each row's identity is the base row it is (its id says so)
+        assert by_ref(db)[traced_rows[ROW_REF]].tolist() == traced_rows["id"].tolist()
+    else:
+        assert set(traced_rows[ROW_REF]) <= set(by_ref(db).index)
 
 
 def test_a_cte_named_like_a_view_is_traced_as_the_cte(db):
@@ -238,15 +243,17 @@ def test_a_cte_named_like_a_view_is_traced_as_the_cte(db):
     assert len(db.con.execute(with_refs.sql("duckdb")).fetchall()) == 120
 
 
-def test_the_guard_refuses_what_a_duckdb_level_edit_of_the_table_would_hide(db):
-    """The ledger keys rows by rowid: a DELETE does not renumber DuckDB's rowids, so the guard still sees them."""
-    db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
-    before = ledger(db, "run:1")
-    db.sql("DELETE FROM people WHERE id = 1")
-    still = db.con.execute("SELECT rowid, id FROM people WHERE id = 2").fetchall()
-    assert still[0][0] in set(before["row_ref"])
-    with pytest.raises(PrivacyError):
-        db.sql("SELECT id, getposition(*, k := 20) FROM people").df()
+def test_a_table_without_a_key_ties_rows_by_rowid_and_a_duplicate_key_is_refused(db):
+    db.sql("CREATE TABLE nokey AS SELECT * EXCLUDE (id) FROM people")
+    db.declare_roles("nokey", quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"], ground_truth="job")
+    db.sql("SELECT getposition(*, k := 10) FROM nokey").df()
+    assert sorted(ledger(db, "run:1")["row_ref"]) == list(range(120))
+    db.sql("CREATE TABLE twice AS SELECT * FROM people UNION ALL SELECT * FROM people WHERE id = 7")
+    db.declare_roles("twice", **ROLES)
+    with pytest.raises(PrivacyError, match="share a key value"):
+        db.sql("SELECT id, getposition(*, k := 10) FROM twice").df()
+    with pytest.raises(PrivacyError, match="share a key value"):
+        db.sql("SELECT * FROM ANONYMIZE(twice, k := 10)").fetchall()
 
 
 def test_explain_says_a_query_would_be_refused_and_records_nothing(db):
@@ -379,21 +386,20 @@ def test_the_privacy_report_lists_the_k_anonymous_releases_and_the_smallest_join
     assert smallest_class(db.con, "people")[0] >= 5
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15, open: the ledger ties rows to their table by rowid, which DuckDB "
-                   "renumbers when a checkpoint compacts deleted rows; rows should be tied by their declared key")
 def test_the_ledger_still_names_the_same_rows_after_deletes_and_a_checkpoint(tmp_path):
+    """A checkpoint after deletes renumbers DuckDB's rowids; the ledger ties rows by their declared key."""
     path = tmp_path / "renumbered.duckdb"
     with crowddb.connect(path, seed=3, progress=False) as db:
         db.sql("CREATE TABLE big AS SELECT range AS id, range % 70 AS age, range % 2 AS sex FROM range(300000)")
         db.declare_roles("big", quasi_identifiers=["age", "sex"], key="id")
         db.sql("SELECT count(*) FROM ANONYMIZE(big, k := 10)").fetchall()
         db.con.execute("CHECKPOINT").fetchall()
-        shown = dict(db.sql("SELECT p.row_ref, t.id FROM crowddb_published p JOIN big t ON t.rowid = p.row_ref"
-                            ).fetchall())
+        before = db.sql("SELECT rowid FROM big WHERE id = 250000").fetchall()
         db.sql("DELETE FROM big WHERE id < 200000")
         db.con.execute("CHECKPOINT").fetchall()  # compacts the deleted rows: DuckDB renumbers the rest
-        now = dict(db.sql("SELECT rowid, id FROM big").fetchall())
-        assert all(now.get(ref) in (None, person) for ref, person in shown.items())  # no row now stands for another
+        assert db.sql("SELECT rowid FROM big WHERE id = 250000").fetchall() != before  # renumbered indeed
+        shown = set(db.sql("SELECT row_ref FROM crowddb_published").df()["row_ref"])
+        assert set(by_ref(db, "big").index) <= shown  # every row still there is named by the ledger as itself
 
 
 def test_fka_over_rows_shown_before_is_refused_before_it_buys_samples(db):
@@ -410,9 +416,21 @@ def test_fka_over_rows_shown_before_is_refused_before_it_buys_samples(db):
 def test_has_releases_and_shown_before_read_the_ledger(db):
     from crowddb.store.composition import has_releases, shown_before
 
-    assert not has_releases(db.con, ("people",)) and shown_before(db.con, "people", np.arange(120)) == 0
+    assert not has_releases(db.con, ("people",)) and shown_before(db.con, "people", by_ref(db).index.to_numpy()) == 0
     db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id <= 60").df()
     assert has_releases(db.con, ("other", "PEOPLE")) and not has_releases(db.con, ("other",))
-    rowids = np.array([r for (r,) in db.sql("SELECT rowid FROM people WHERE id <= 60").fetchall()])
-    assert shown_before(db.con, "people", np.arange(120)) == 60
-    assert shown_before(db.con, "people", np.r_[rowids[:7], rowids[:7]]) == 7  # each row once
+    refs = by_ref(db)
+    shown = refs[refs <= 60].index.to_numpy()
+    assert shown_before(db.con, "people", refs.index.to_numpy()) == 60
+    assert shown_before(db.con, "people", np.r_[shown[:7], shown[:7]]) == 7  # each row once
+
+
+def test_a_key_declared_after_releases_is_refused_until_it_is_the_one_they_used(db):
+    db.sql("CREATE TABLE nokey AS SELECT * FROM people")
+    db.declare_roles("nokey", quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"], ground_truth="job")
+    db.sql("SELECT id, getposition(*, k := 10) FROM nokey").df()  # rows told apart by rowid
+    db.declare_roles("nokey", quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"], ground_truth="job",
+                     key="id")
+    db.sql("SELECT id, getposition(*, k := 10) FROM nokey").df()  # the same items again: nothing shown, nothing refused
+    with pytest.raises(PrivacyError, match=r"told apart by rowid in its releases on record and by key:id now"):
+        db.sql("SELECT id, getposition(*, k := 20) FROM nokey").df()  # new boxes: the ledger would have to follow

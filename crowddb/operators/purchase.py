@@ -199,6 +199,9 @@ class Purchase:
             refs = self.call.frame[rows_of.column].to_numpy()[posted]
             if rows_of.refs is not None:  # a materialized view/CTE/subquery: its rowids index the table's
                 refs = rows_of.refs[refs]
+            composition.distinct_rows(self.call.op.name, rows_of.tables[0], refs if self.op.kind == "tuple" else
+                                      self.call.frame[rows_of.column].to_numpy() if rows_of.refs is None
+                                      else rows_of.refs[self.call.frame[rows_of.column].to_numpy()])
             boxes = composition.box_text(shown.iloc[posted], list(self.call.quasi_identifiers))
             targets = [(rows_of.tables[0], composition.planned(refs, boxes,
                                                                quasi_identifiers=list(self.call.quasi_identifiers)))]

@@ -420,6 +420,7 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     order = np.random.default_rng(seed).permutation(len(release.groups))
     kept = [c for c in rows.columns if not (key_dropped and c == key)]
     if rows.row_refs is not None:  # each row's box, as the release prints it (composition.box_text's order)
+        composition.distinct_rows("ANONYMIZE", "its input", rows.row_refs)
         names = sorted(qi)
         per_class = pd.DataFrame({q: np.asarray([str(x) for x in release.labels[q][0]], dtype=object)[
             release.labels[q][1]] for q in names})

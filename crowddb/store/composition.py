@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from .._duck import registered
 from ..errors import PrivacyError
+from .roles import roles_of
 
 TABLES = ("crowddb_ledger", "crowddb_published", "crowddb_row_history", "crowddb_ledger_tables")  # written only here
 BOX_SEPARATOR = "\x1f"  # between the published texts of a row's quasi-identifiers (never in rendered text)
@@ -94,9 +95,21 @@ def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows
     return _check(con, table.lower(), release, k, rows, _past(con, table.lower(), release))
 
 
+def identity(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """How the ledger tells ``table``'s rows apart (``planner.row_identity``): 'key:<column>' or 'rowid'."""
+    key = roles_of(con, table).key
+    return f"key:{key.lower()}" if key else "rowid"
+
+
 def _past(con: duckdb.DuckDBPyConnection, table: str, release: str) -> tuple[list[tuple], bool]:
     """The table's earlier releases (release, traceable, fingerprint, k), and whether this release is on record
-    already (a later round of a crowd run)."""
+    already (a later round of a crowd run). Refuses when the table's rows are told apart otherwise than when its
+    first release was recorded (a key declared, dropped or changed since): its rows' histories would not meet."""
+    stored = con.execute("SELECT identity FROM crowddb_ledger_tables WHERE table_name = ?", [table]).fetchall()
+    if stored and stored[0][0] != identity(con, table):
+        raise PrivacyError(f"{table!r}'s rows were told apart by {stored[0][0]} in its releases on record and by "
+                           f"{identity(con, table)} now (its key was declared or changed since): the privacy ledger "
+                           "cannot follow them; declare the key it had")
     rows = con.execute("SELECT release, traceable, fingerprint, k FROM crowddb_ledger WHERE table_name = ? "
                        "ORDER BY release", [table]).fetchall()
     return [r for r in rows if r[0] != release], any(r[0] == release for r in rows)
@@ -163,8 +176,8 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
     table = table.lower()
     # first: releases of one table are serialized (a concurrent one conflicts here and is retried, then checked
     # against this one's rows)
-    con.execute("INSERT INTO crowddb_ledger_tables VALUES (?, 1) ON CONFLICT (table_name) DO UPDATE SET "
-                "releases = crowddb_ledger_tables.releases + 1", [table]).fetchall()
+    con.execute("INSERT INTO crowddb_ledger_tables VALUES (?, 1, ?) ON CONFLICT (table_name) DO UPDATE SET "
+                "releases = crowddb_ledger_tables.releases + 1", [table, identity(con, table)]).fetchall()
     past = _past(con, table, release)
     repeats = _check(con, table, release, k, rows, past)
     if past[1]:  # a later round of a crowd run may add rows: the release is no longer what its fingerprint says
@@ -222,6 +235,15 @@ def releases(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
         "(SELECT count(*) FROM crowddb_published p WHERE p.table_name = l.table_name AND "
         "p.release = coalesce(l.repeats, l.release)) AS rows FROM crowddb_ledger l WHERE l.table_name = ? "
         "ORDER BY l.created_at, l.release", [table.lower()]).df()
+
+
+def distinct_rows(what: str, table: str, rows: np.ndarray) -> None:
+    """Refuse rows whose identities repeat (a declared key that is not unique): the ledger could not tell them apart,
+    and would record one box for two people."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(np.unique(rows)) < len(rows):
+        raise PrivacyError(f"{what}: rows of {table} share a key value, so the privacy ledger cannot tell them apart; "
+                           "declare a unique key (or none: rows are then told apart by their position)")
 
 
 def has_releases(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> bool:
