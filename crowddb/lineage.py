@@ -125,14 +125,9 @@ class Lineage:
         return None
 
     def _view_roles(self, view: str) -> DerivedRoles | None:
-        sql = self.con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?)", [view]).fetchall()
         columns = list(self.columns.get(view.lower(), {}))
-        try:
-            tree = sqlglot.parse_one(sql[0][0], read=DIALECT)
-            query = tree.expression if isinstance(tree, exp.Create) else tree
-        except (sqlglot.errors.SqlglotError, IndexError):
-            query = None
-        if not isinstance(query, exp.Query):  # unreadable: everything withheld
+        query = view_query(self.con, view)
+        if query is None:  # unreadable: everything withheld
             return DerivedRoles(view, sensitive=tuple(columns),
                                 withheld={c: f"the lineage of view {view!r} cannot be read" for c in columns})
         return self.relation(query, columns, name=view)
@@ -313,6 +308,18 @@ class Lineage:
 #: table functions that only count (sqlglot parses range() as GenerateSeries): over constant arguments their rows
 #: derive from nothing
 _GENERATORS = {"range", "generate_series"}
+
+
+def view_query(con: duckdb.DuckDBPyConnection, view: str) -> exp.Query | None:
+    """The query a view of the catalog stands for, parsed (None: no such view, or its text sqlglot cannot read)."""
+    sql = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal",
+                      [view]).fetchall()
+    try:
+        tree = sqlglot.parse_one(sql[0][0], read=DIALECT)
+    except (sqlglot.errors.SqlglotError, IndexError):
+        return None
+    query = tree.expression if isinstance(tree, exp.Create) else tree
+    return query if isinstance(query, exp.Query) else None
 
 
 def _opaque_sources(tree: exp.Expression, known: Mapping[str, object]) -> list[str]:

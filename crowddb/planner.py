@@ -23,7 +23,7 @@ from . import _sql
 from ._duck import arrow_select, registered, snapshot
 from ._sql import DIALECT
 from .errors import ArgumentError, PrivacyBudgetError, PrivacyError, SQLParseError, UnknownColumnError
-from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles
+from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles, view_query
 from .operators.context import OperatorContext
 from .operators.human import (
     GROUP_ID,
@@ -102,9 +102,9 @@ class _Source:
     columns: list[str]
     roles: TableRoles
     bases: tuple[str, ...] = ()  # the catalog tables it reads (itself, for a base table)
-    base: bool = False  # a base table: its rowid is the row's identity in the privacy ledger
+    base: bool = False  # a base table: the privacy ledger reads its rows' identity (``row_identity``) directly
     of: str | None = None  # a materialized view/CTE/subquery of this one base table, row by row (``traced``) ...
-    refs: np.ndarray | None = None  # ... and each of its rows' rowid in that table (by the temp table's rowid)
+    refs: np.ndarray | None = None  # ... and each of its rows' identity in that table (by the temp table's rowid)
 
 
 @dataclasses.dataclass
@@ -342,7 +342,7 @@ class Planner:
         reads = READS.get(name, lambda named: None)(named)
         traced_table = bases = None
         untraced = query
-        if name == "anonymize":  # a k-anonymous release: its rows go in the privacy ledger, by their table's rowid
+        if name == "anonymize":  # a k-anonymous release: its rows go in the privacy ledger, by their identity
             bases = base_tables(self.ctx.con, query)
             query, traced_table = traced(self.ctx.con, query)
         rows = self._input(query, reads)  # the input once, in its order, only what the function reads
@@ -463,7 +463,8 @@ class Planner:
     def _materialize(self, item: exp.Expression, query: exp.Select, alias: str
                      ) -> tuple[str, str | None, np.ndarray | None]:
         """A FROM item as a temp table (rowids 0..n-1); when its rows are rows of one base table (``traced``), also
-        that table and each row's rowid in it (the privacy ledger's identity of the rows a worker sees)."""
+        that table and each row's identity in it (``row_identity``: how the privacy ledger names the rows a worker
+        sees)."""
         with_refs, of = traced(self.ctx.con, query)
         if of is None:
             temp = self._temp_table("src", query=query)
@@ -970,8 +971,9 @@ def parse(sql: str) -> list[exp.Expression]:
 
 
 def _rows_of(published: list[tuple[str, exp.Expression]], qi: set[str], sources: list[_Source]) -> RowsOf | None:
-    """Whose rows a call's quasi-identifiers are, for the privacy ledger: one base table's (by its rowid, in the
-    frame's identity column of that source), or tables' rows crowddb cannot tie them to; None without QIs."""
+    """Whose rows a call's quasi-identifiers are, for the privacy ledger: one base table's (in the frame's identity
+    column of that source, which ``_run_call`` turns into ``row_identity``; or through a traced temp table's
+    ``refs``), or tables' rows crowddb cannot tie them to; None without QIs."""
     if not qi:
         return None
     aliases = {expr.table.lower() for name, expr in published if name in qi and isinstance(expr, exp.Column)}
@@ -997,11 +999,8 @@ def base_tables(con, tree: exp.Expression, seen: frozenset[str] = frozenset()) -
         if kind == "table":
             found.append(name)
         elif kind == "view":
-            sql = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?)", [name]).fetchall()
-            try:
-                found += base_tables(con, sqlglot.parse_one(sql[0][0], read=DIALECT), seen | {name.lower()})
-            except (sqlglot.errors.SqlglotError, IndexError):
-                found.append(name)  # unreadable: the view stands for its tables
+            query = view_query(con, name)  # unreadable: the view stands for its tables
+            found += base_tables(con, query, seen | {name.lower()}) if query is not None else [name]
     return tuple(dict.fromkeys(found))
 
 
@@ -1011,10 +1010,10 @@ _NOT_ROW_BY_ROW = ("joins", "group", "distinct", "having", "qualify", "laterals"
 
 
 def traced(con, query: exp.Expression) -> tuple[exp.Expression, str | None]:
-    """``query`` with a column ``ROW_REF`` holding the rowid of the base-table row each of its rows is, and that
-    table, when it reads one base table row by row, through views, CTEs and subqueries (each a SELECT with a WHERE,
-    ORDER BY or LIMIT at most: no join, GROUP BY, DISTINCT, aggregate, window or set operation); else ``query``
-    unchanged and None. The lineage of rows the privacy ledger needs, as ``lineage`` is the lineage of columns."""
+    """``query`` with a column ``ROW_REF`` holding the identity (``row_identity``) of the base-table row each of its
+    rows is, and that table, when it reads one base table row by row, through views, CTEs and subqueries (each a
+    SELECT with a WHERE, ORDER BY or LIMIT at most: no join, GROUP BY, DISTINCT, aggregate, window or set operation);
+    else ``query`` unchanged and None. The lineage of rows the privacy ledger needs, as ``lineage`` is the lineage of columns."""
     copy = query.copy()
     table = _trace(con, copy, {}, frozenset())
     return (copy, table) if table is not None else (query, None)
@@ -1049,15 +1048,11 @@ def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozense
                 table, star = item.name, False  # a table's * does not bring its rowid
                 ref = row_identity(con, item.name, alias)
             elif kind == "view" and name not in seen:
-                rows = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal",
-                                   [item.name]).fetchall()
-                try:
-                    tree = sqlglot.parse_one(rows[0][0], read=DIALECT)
-                except (sqlglot.errors.SqlglotError, IndexError):
+                definition = view_query(con, item.name)
+                if definition is None:
                     return None
-                definition = tree.expression if isinstance(tree, exp.Create) else tree
                 table = _trace(con, definition, {}, seen | {name})
-                if table is not None:  # the view inlined, so its rows can carry their rowid
+                if table is not None:  # the view inlined, so its rows can carry their identity
                     item.replace(exp.Subquery(this=definition, alias=exp.TableAlias(
                         this=exp.to_identifier(alias, quoted=True))))
                 ref = exp.column(ROW_REF, table=alias, quoted=True)

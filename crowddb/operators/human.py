@@ -58,12 +58,17 @@ class HumanInput:
 @dataclasses.dataclass(frozen=True)
 class RowsOf:
     """The table(s) a call's published rows belong to, for the privacy ledger: with ``column`` (the frame's column
-    holding each row's rowid, or with ``refs`` an index into ``refs``, the rowids) they are rows of the one table
-    ``tables[0]``; without, crowddb cannot tie them to rows of ``tables`` (a join, an aggregate)."""
+    holding each row's identity, or with ``refs`` an index into ``refs``, the identities) they are rows of the one
+    table ``tables[0]``; without, crowddb cannot tie them to rows of ``tables`` (a join, an aggregate)."""
 
     tables: tuple[str, ...]
     column: str | None
     refs: np.ndarray | None = dataclasses.field(default=None, compare=False)
+
+    def identities(self, frame: pd.DataFrame) -> np.ndarray:
+        """Each row's identity in ``tables[0]``, for the rows of ``frame`` (a traceable call's input)."""
+        refs = frame[self.column].to_numpy()
+        return refs if self.refs is None else self.refs[refs]  # a materialized view/CTE/subquery: its rowids index
 
 
 NOT_ESTIMATED = "not estimated"  # OperatorPlan.anonymizer of an operator explain() could not estimate (see note)
@@ -197,11 +202,8 @@ class HumanOperatorRun:
         call, rows_of = self.call, self.call.rows_of
         if rows_of is None or rows_of.column is None or self.op.kind != "tuple" or call.shared:
             return None
-        refs = call.frame[rows_of.column].to_numpy()
-        if rows_of.refs is not None:
-            refs = rows_of.refs[refs]
-        return composition.recorded(self.ctx.store.con, rows_of.tables[0], refs, list(call.quasi_identifiers),
-                                    int(self.op.k))
+        return composition.recorded(self.ctx.store.con, rows_of.tables[0], rows_of.identities(call.frame),
+                                    list(call.quasi_identifiers), int(self.op.k))
 
     def _shown_before(self) -> int:
         """How many of this call's rows an earlier release showed (rows crowddb cannot tie to a table: all of them,
@@ -211,10 +213,7 @@ class HumanOperatorRun:
             return 0
         if rows_of.column is None:
             return len(self.call.frame) if composition.has_releases(self.ctx.store.con, rows_of.tables) else 0
-        refs = self.call.frame[rows_of.column].to_numpy()
-        if rows_of.refs is not None:
-            refs = rows_of.refs[refs]
-        return composition.shown_before(self.ctx.store.con, rows_of.tables[0], refs)
+        return composition.shown_before(self.ctx.store.con, rows_of.tables[0], rows_of.identities(self.call.frame))
 
     def _publishable(self) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         """The published columns as text, QIs generalized to k-anonymous groups (kanon-crowd-db §2.2); FKA buys its

@@ -195,15 +195,11 @@ class Purchase:
         if rows_of.column is None:
             targets = [(table, None) for table in rows_of.tables]
         else:
+            identities = rows_of.identities(self.call.frame)
+            composition.distinct_rows(self.call.op.name, rows_of.tables[0], identities)  # every row of the call
             posted = items.loc[items["item_id"].isin(layout["item_id"]), ROW_ID].to_numpy()
-            refs = self.call.frame[rows_of.column].to_numpy()[posted]
-            if rows_of.refs is not None:  # a materialized view/CTE/subquery: its rowids index the table's
-                refs = rows_of.refs[refs]
-            composition.distinct_rows(self.call.op.name, rows_of.tables[0], refs if self.op.kind == "tuple" else
-                                      self.call.frame[rows_of.column].to_numpy() if rows_of.refs is None
-                                      else rows_of.refs[self.call.frame[rows_of.column].to_numpy()])
             boxes = composition.box_text(shown.iloc[posted], list(self.call.quasi_identifiers))
-            targets = [(rows_of.tables[0], composition.planned(refs, boxes,
+            targets = [(rows_of.tables[0], composition.planned(identities[posted], boxes,
                                                                quasi_identifiers=list(self.call.quasi_identifiers)))]
         return targets
 

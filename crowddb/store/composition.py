@@ -9,7 +9,8 @@ least k rows, k the smallest among the releases that published it.
 
 The ledger: ``crowddb_ledger``, one row per (release, table): the release ('run:<id>' for a crowd run, 'release:<id>'
 for ANONYMIZE), its k, and whether its rows could be tied to the table's; ``crowddb_published``, one row per (release,
-row): the row (its DuckDB rowid, through views, CTEs and subqueries: ``planner.traced``) and its box as published;
+row): the row's identity (its table's declared key, hashed, else its rowid: ``planner.row_identity``, through views,
+CTEs and subqueries: ``planner.traced``) and its box as published;
 ``crowddb_row_history``, one row per published table row: its history (the XOR of a 128-bit hash of each of its
 entries) and the smallest k promised to it. A release whose rows crowddb cannot tie to one table's rows (its
 quasi-identifiers come from a join of tables, an aggregate, a set operation) is recorded without rows: the guard then
@@ -35,7 +36,6 @@ from .roles import roles_of
 
 TABLES = ("crowddb_ledger", "crowddb_published", "crowddb_row_history", "crowddb_ledger_tables")  # written only here
 BOX_SEPARATOR = "\x1f"  # between the published texts of a row's quasi-identifiers (never in rendered text)
-_HISTORY_SEPARATOR = "\x1e"
 
 
 def box_text(shown: pd.DataFrame, quasi_identifiers: list[str]) -> np.ndarray:
@@ -50,7 +50,7 @@ def box_text(shown: pd.DataFrame, quasi_identifiers: list[str]) -> np.ndarray:
 
 
 class Planned(NamedTuple):
-    """The rows a release would publish: ``rows`` (row_ref: rowid, box_id) and ``boxes`` (box_id, box: the text);
+    """The rows a release would publish: ``rows`` (row_ref: identity, box_id) and ``boxes`` (box_id, box: the text);
     ``fingerprint``: the set of (row, box text) pairs, hashed (two 64-bit sums, order-free): equal for two releases
     that show the same rows in the same boxes."""
 
@@ -70,14 +70,13 @@ def signature(quasi_identifiers: list[str]) -> str:
 
 def planned(rows: np.ndarray, boxes: np.ndarray, index: np.ndarray | None = None,
             quasi_identifiers: list[str] = ()) -> Planned:
-    """The rows a release would publish (rowids) and their boxes over ``quasi_identifiers``: ``boxes[index[i]]`` for
+    """The rows a release would publish (identities) and their boxes over ``quasi_identifiers``: ``boxes[index[i]]`` for
     row i when ``index`` is given (a class's box printed once), else ``boxes[i]``. A row shown twice keeps its first
     box (a later knock-out round shows a row as round 1 did)."""
     rows = np.asarray(rows, dtype=np.int64)
     if index is None:
         index, boxes = pd.factorize(pd.Series(boxes, dtype=object))
-    first = np.unique(rows, return_index=True)[1] if len(rows) else np.zeros(0, dtype=np.int64)
-    first.sort()
+    first = np.sort(np.unique(rows, return_index=True)[1])
     texts = [str(b) for b in boxes]
     refs, ids = rows[first], np.asarray(index, dtype=np.int64)[first]
     per_box = pd.util.hash_array(np.asarray(texts, dtype=object)) if texts else np.zeros(0, dtype=np.uint64)
@@ -92,7 +91,8 @@ def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows
     """Refuse (PrivacyError) a release of ``table`` with promise ``k`` publishing ``rows`` (row_ref, box; None: the
     release's rows cannot be tied to the table's) if some published row's history class would fall below its k.
     Returns the earlier release it repeats exactly (same rows, same boxes), if any: it shows nothing new."""
-    return _check(con, table.lower(), release, k, rows, _past(con, table.lower(), release))
+    table = table.lower()
+    return _check(con, table, release, k, rows, _past(con, table, release, identity(con, table)))
 
 
 def identity(con: duckdb.DuckDBPyConnection, table: str) -> str:
@@ -101,15 +101,16 @@ def identity(con: duckdb.DuckDBPyConnection, table: str) -> str:
     return f"key:{key.lower()}" if key else "rowid"
 
 
-def _past(con: duckdb.DuckDBPyConnection, table: str, release: str) -> tuple[list[tuple], bool]:
+def _past(con: duckdb.DuckDBPyConnection, table: str, release: str, now: str) -> tuple[list[tuple], bool]:
     """The table's earlier releases (release, traceable, fingerprint, k), and whether this release is on record
-    already (a later round of a crowd run). Refuses when the table's rows are told apart otherwise than when its
-    first release was recorded (a key declared, dropped or changed since): its rows' histories would not meet."""
+    already (a later round of a crowd run). Refuses when the table's rows are told apart (``now``: ``identity``)
+    otherwise than when its first release was recorded (a key declared, dropped or changed since): its rows'
+    histories would not meet."""
     stored = con.execute("SELECT identity FROM crowddb_ledger_tables WHERE table_name = ?", [table]).fetchall()
-    if stored and stored[0][0] != identity(con, table):
+    if stored and stored[0][0] != now:
         raise PrivacyError(f"{table!r}'s rows were told apart by {stored[0][0]} in its releases on record and by "
-                           f"{identity(con, table)} now (its key was declared or changed since): the privacy ledger "
-                           "cannot follow them; declare the key it had")
+                           f"{now} now (its key was declared or changed since): the privacy ledger cannot follow "
+                           "them; declare the key it had")
     rows = con.execute("SELECT release, traceable, fingerprint, k FROM crowddb_ledger WHERE table_name = ? "
                        "ORDER BY release", [table]).fetchall()
     return [r for r in rows if r[0] != release], any(r[0] == release for r in rows)
@@ -128,9 +129,9 @@ def _check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
     if rows is not None and len(rows):
         # a repeat changes no class: every row of it shows the same box in both, and no other row is in either
         # (a k no smaller than the earlier one's, so no row is promised more than its class holds)
+        # (a later round of a crowd run is judged in full: what its earlier rounds showed is part of it)
         same = next((r for r, _, f, k_then in earlier if f == rows.fingerprint and k_then <= int(k)), None)
-        if same is not None and not con.execute("SELECT count(*) FROM crowddb_published WHERE table_name = ? AND "
-                                                "release = ?", [table, release]).fetchall()[0][0]:
+        if same is not None and not continuing:
             return same
     if rows is None:
         if others:
@@ -176,9 +177,10 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
     table = table.lower()
     # first: releases of one table are serialized (a concurrent one conflicts here and is retried, then checked
     # against this one's rows)
+    now = identity(con, table)
     con.execute("INSERT INTO crowddb_ledger_tables VALUES (?, 1, ?) ON CONFLICT (table_name) DO UPDATE SET "
-                "releases = crowddb_ledger_tables.releases + 1", [table, identity(con, table)]).fetchall()
-    past = _past(con, table, release)
+                "releases = crowddb_ledger_tables.releases + 1", [table, now]).fetchall()
+    past = _past(con, table, release, now)
     repeats = _check(con, table, release, k, rows, past)
     if past[1]:  # a later round of a crowd run may add rows: the release is no longer what its fingerprint says
         con.execute("UPDATE crowddb_ledger SET fingerprint = NULL WHERE release = ? AND table_name = ?",
@@ -203,7 +205,7 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
 
 def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi_identifiers: list[str], k: int
              ) -> tuple[str, np.ndarray] | None:
-    """The newest release of ``table`` that showed every one of ``rows`` (rowids) in boxes over the same
+    """The newest release of ``table`` that showed every one of ``rows`` (identities) in boxes over the same
     quasi-identifiers, with a k at least ``k``, and each row's box in it (in ``rows``' order); None if none did. A
     release that asks about rows shown before shows them in these boxes (the table's persisted partition): the same
     items again, served from the answers on record, and nothing the guard has to refuse."""
@@ -253,7 +255,7 @@ def has_releases(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> boo
 
 
 def shown_before(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) -> int:
-    """How many of ``rows`` (rowids of ``table``) an earlier release showed."""
+    """How many of ``rows`` (identities of rows of ``table``) an earlier release showed."""
     rows = np.asarray(rows, dtype=np.int64)
     if not len(rows):
         return 0
@@ -289,7 +291,8 @@ def forget_unposted(con: duckdb.DuckDBPyConnection, runs: list[int]) -> None:
             con.execute(statement, [gone]).fetchall()
         con.execute("DELETE FROM crowddb_row_history WHERE (table_name, row_ref) IN "
                     "(SELECT (table_name, row_ref) FROM __crowd_refold)").fetchall()
-        con.execute(f"INSERT INTO crowddb_row_history SELECT table_name, row_ref, bit_xor({_ENTRY}), min(k) "
+        con.execute("INSERT INTO crowddb_row_history SELECT table_name, row_ref, "
+                    f"bit_xor({_entry('release')}), min(k) "
                     "FROM crowddb_published WHERE (table_name, row_ref) IN "
                     "(SELECT (table_name, row_ref) FROM __crowd_refold) GROUP BY ALL").fetchall()
     finally:
@@ -301,18 +304,22 @@ def _names(releases: list[str]) -> str:
     return shown + (f" and {len(releases) - 5} more" if len(releases) > 5 else "")
 
 
-# a ledger entry's share of its row's history: a row's history is the XOR over its entries (order does not matter,
-# so a history can be folded again from the ledger after entries leave it)
-_ENTRY = "md5_number(release || chr(31) || box)"
+
+
+def _entry(release: str) -> str:
+    """A ledger entry's share of its row's history (``release``: its SQL): a row's history is the XOR over its
+    entries (order does not matter, so a history can be folded again from the ledger after entries leave it)."""
+    return f"md5_number({release} || chr(31) || box)"
+
 
 # the rows this release adds (the ones an earlier round of it showed are in their histories already), each row's
 # history after it, the class of every published row (rows with the same history: same releases, same boxes) and the
 # smallest k promised to any row of it; a class smaller than that breaks the promise
-_NEXT = """
+_NEXT = f"""
 WITH mine AS (
     SELECT row_ref FROM crowddb_published WHERE table_name = $1 AND release = $2),
 boxes AS (  -- each box's share of a history, hashed once per box
-    SELECT box_id, md5_number($2 || chr(31) || box) AS h FROM __crowd_boxes),
+    SELECT box_id, {_entry("$2")} AS h FROM __crowd_boxes),
 added AS (
     SELECT p.row_ref, b.h FROM __crowd_planned p JOIN boxes b USING (box_id)
     WHERE p.row_ref NOT IN (SELECT row_ref FROM mine)),
@@ -346,5 +353,5 @@ SELECT $1, row_ref, h, $3 FROM added WHERE row_ref NOT IN (SELECT row_ref FROM n
 _FIRST = f"""
 INSERT INTO crowddb_row_history
 SELECT $1, p.row_ref, b.h, $3 FROM __crowd_planned p
-JOIN (SELECT box_id, {_ENTRY.replace("release", "$2")} AS h FROM __crowd_boxes) b USING (box_id)
+JOIN (SELECT box_id, {_entry("$2")} AS h FROM __crowd_boxes) b USING (box_id)
 """
