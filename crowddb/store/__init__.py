@@ -259,18 +259,24 @@ class Store:
         """One row of crowddb_releases (and, for a synthesis, its per-object log in crowddb_synth_objects; for an
         anonymization, the rows it published per table in the privacy ledger, ``composition.record``), in a
         transaction of its own; returns the release id."""
-        def insert() -> int:
-            release_id = self._insert_release(kind=kind, method=method, k=k, epsilon=epsilon, delta=delta,
-                                              params=params, metrics=metrics)
-            if objects is not None:
-                with registered(self.con, __crowd_synth_log=objects):
-                    self.con.execute("INSERT INTO crowddb_synth_objects SELECT ?, * FROM __crowd_synth_log",
-                                     [release_id])
-            for table, rows in ledger:
-                composition.record(self.con, table, f"release:{release_id}", int(k or 1), rows)
-            return release_id
+        return self.in_own_transaction(
+            lambda: self._write_release(kind=kind, method=method, k=k, epsilon=epsilon, delta=delta, params=params,
+                                        metrics=metrics, objects=objects, ledger=ledger),
+            one_statement=objects is None and not ledger)
 
-        return self.in_own_transaction(insert, one_statement=objects is None and not ledger)
+    def _write_release(self, *, kind: str, method: str, k: int | None = None, epsilon: float | None = None,
+                       delta: float | None = None, params: dict[str, Any], metrics: dict[str, Any],
+                       objects: pd.DataFrame | None = None,
+                       ledger: Sequence[tuple[str, composition.Planned | None]] = ()) -> int:
+        """``log_release``'s statements, inside the caller's transaction (which retries them)."""
+        release_id = self._insert_release(kind=kind, method=method, k=k, epsilon=epsilon, delta=delta,
+                                          params=params, metrics=metrics)
+        if objects is not None:
+            with registered(self.con, __crowd_synth_log=objects):
+                self.con.execute("INSERT INTO crowddb_synth_objects SELECT ?, * FROM __crowd_synth_log", [release_id])
+        for table, rows in ledger:
+            composition.record(self.con, table, f"release:{release_id}", int(k or 1), rows)
+        return release_id
 
     def _insert_release(self, *, kind: str, method: str, k: int | None, params: dict[str, Any],
                         metrics: dict[str, Any], epsilon: float | None = None, delta: float | None = None,
@@ -299,13 +305,12 @@ class Store:
         """``log_release`` and the release's charges (``privacy.record``) in ONE transaction: a crash leaves both or
         neither. The budget is checked again inside it (another connection may have charged since the planner's
         check), so a release never commits over budget; returns the release id."""
-        def write() -> int:
-            with transaction(self.con):  # log_release's own transaction joins this one
-                privacy.check(self.con, tables, charge)
-                release_id = self.log_release(**release)
-                if privacy.AFTER_RELEASE_HOOK is not None:
-                    privacy.AFTER_RELEASE_HOOK()
-                privacy.record(self.con, tables, charge, release_id)
+        def write() -> int:  # one transaction (in_own_transaction's), retried as a whole
+            privacy.check(self.con, tables, charge)
+            release_id = self._write_release(**release)
+            if privacy.AFTER_RELEASE_HOOK is not None:
+                privacy.AFTER_RELEASE_HOOK()
+            privacy.record(self.con, tables, charge, release_id)
             return release_id
 
         return self.in_own_transaction(write)
