@@ -17,7 +17,9 @@ ROLES = {
 
 def run_demo(database: str = ":memory:", rows: int = 2000, seed: int = 7) -> None:
     """Load Adult, ask the simulated crowd for a job per person (k-anonymous HITs), then a best candidate per
-    education level, and print costs, privacy parameters and how often the crowd agreed with the truth."""
+    education level (over the same people first: refused, since a worker could intersect the two releases; then
+    over people no release has shown), and print costs, privacy parameters and how often the crowd agreed with the
+    truth."""
     with connect(database, seed=seed) as db:
         db.load_csv("adult", adult_path(), replace=True, **ROLES)
         print(f"Loaded adult: {db.sql('SELECT count(*) FROM adult').fetchall()[0][0]:,} rows; roles: "
