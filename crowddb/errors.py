@@ -43,6 +43,16 @@ class UnknownHITError(PlatformError):
     """The platform does not know (any longer) HITs it was asked to collect: they cannot be collected, ever."""
 
 
+class AnswersOutstandingError(PlatformError):
+    """The query's time ran out while people still had assignments out. Its HITs stay on record as published:
+    running the same query again later collects them without buying anything twice."""
+
+    def __init__(self, message: str, *, outstanding: int = 0, total: int = 0) -> None:
+        super().__init__(message)
+        self.outstanding = outstanding  # assignments not yet submitted
+        self.total = total              # assignments the HITs asked for
+
+
 class QueryError(CrowdDBError):
     """DuckDB rejected a query that crowddb ran on the user's behalf; the message is DuckDB's."""
 

@@ -15,7 +15,7 @@ from .knowledge import KnowledgeBase
 class HitBatch:
     """HITs to publish, in columns.
 
-    ``hits``: hit_id, question, domain (tuple of answers, or None when the answer names one of the item's rows),
+    ``hits``: hit_id, run_id (the crowddb run that posts it), question, domain (tuple of answers, or None when the answer names one of the item's rows),
     assignments, reward (per assignment), fee_rate.
     ``items``: hit_id, item_no, row_no, then the published columns as the crowd sees them (strings). A tuple
     operator's item has one row (row_no 1); a group operator's item has one row per candidate.
@@ -24,6 +24,9 @@ class HitBatch:
     hits: pd.DataFrame
     items: pd.DataFrame
     published_columns: list[str]
+    # gold questions: hit_id, item_no, answer of the items whose answer is known (copies of items published
+    # anyway, shown exactly like the others); the platform keeps these answers to itself and scores its workers
+    gold: pd.DataFrame | None = None
 
     @property
     def n_assignments(self) -> int:
@@ -69,8 +72,12 @@ class Platform(abc.ABC):
         return set(hit_ids)
 
     @abc.abstractmethod
-    def collect(self, hit_ids: list[str], *, progress: ProgressFn | None = None) -> Collected:
+    def collect(self, hit_ids: list[str], *, progress: ProgressFn | None = None,
+                timeout: float | None = None) -> Collected:
         """Block until every assignment of these HITs is submitted; call ``progress(n_hits_done)`` as HITs finish.
+        ``timeout`` (seconds; None: the platform's own default): a platform whose people are slow raises
+        ``AnswersOutstandingError`` when it runs out, saying how many assignments are still out (a platform that
+        answers at once, like the simulated crowd, never waits).
         Collecting a HIT again returns the same assignments (a run may die after collecting and before recording).
 
         HITs the platform does not know (any longer) raise ``UnknownHITError``: crowddb then records them as lost and

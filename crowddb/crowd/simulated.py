@@ -61,7 +61,8 @@ class SimulatedCrowd(Platform):
     def known(self, hit_ids: list[str]) -> set[str]:
         return {h for h in hit_ids if h in self._pending or h in self._collected_in}
 
-    def collect(self, hit_ids: list[str], *, progress: ProgressFn | None = None) -> Collected:
+    def collect(self, hit_ids: list[str], *, progress: ProgressFn | None = None,
+                timeout: float | None = None) -> Collected:  # answers at once: never waits
         missing = [h for h in hit_ids if h not in self._pending and h not in self._collected_in]
         if missing:
             raise UnknownHITError(f"HITs never published here: {missing[:5]}")

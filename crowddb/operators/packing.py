@@ -116,7 +116,7 @@ def hit_layout(items: pd.DataFrame, have: pd.Series, assignments: int, cap: int,
     """Pack items that still need answers into HITs of at most N tuples; one HIT layout per missing count.
 
     ``have``: answers held per (item_key, occurrence); ``first_hit``: HITs this run numbered already. Returns
-    ``hits`` (hit_id, assignments, round) and ``layout`` (item_id, hit_id, item_no)."""
+    ``hits`` (hit_id, run_id, assignments, round) and ``layout`` (item_id, hit_id, item_no)."""
     per_item = items.groupby("item_id", sort=False).agg(rows=("row_no", "size"), item_key=("item_key", "first"),
                                                        occurrence=("occurrence", "first"))
     index = pd.MultiIndex.from_arrays([per_item["item_key"], per_item["occurrence"]])
@@ -131,10 +131,10 @@ def hit_layout(items: pd.DataFrame, have: pd.Series, assignments: int, cap: int,
         item_no = pd.Series(hit_no).groupby(hit_no).cumcount().to_numpy() + 1
         layout.append(pd.DataFrame({"item_id": part.index.to_numpy(), "hit_id": ids, "item_no": item_no}))
         unique_ids = pd.unique(ids)
-        hits.append(pd.DataFrame({"hit_id": unique_ids, "assignments": int(need), "round": round_no}))
+        hits.append(pd.DataFrame({"hit_id": unique_ids, "run_id": run_id, "assignments": int(need), "round": round_no}))
         n += len(unique_ids)
     if not hits:
-        return (pd.DataFrame({"hit_id": [], "assignments": [], "round": []}),
+        return (pd.DataFrame({"hit_id": [], "run_id": [], "assignments": [], "round": []}),
                 pd.DataFrame({"item_id": [], "hit_id": [], "item_no": []}))
     return pd.concat(hits, ignore_index=True), pd.concat(layout, ignore_index=True)
 
