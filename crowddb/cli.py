@@ -1,4 +1,5 @@
-"""The ``crowddb`` command: run SQL against a crowd database, explain it, or run the demo."""
+"""The ``crowddb`` command: run SQL against a crowd database, explain it, serve its HIT pages, list what workers
+earned, or run the demo."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--db", default=":memory:", help="database file (default: in memory)")
         p.add_argument("--seed", type=int, default=None, help="seed for the simulated crowd and anonymization")
         p.add_argument("--budget", type=float, default=None, help="refuse queries estimated above this many US$")
+    pay = sub.add_parser("payments", help="what each worker earned in a run, as the CSV marketplaces take for bulk "
+                                          "bonus payments (participant id, amount)")
+    pay.add_argument("--db", required=True, help="database file")
+    pay.add_argument("--run", type=int, required=True, help="the run id (a crowd query's operator run)")
     demo = sub.add_parser("demo", help="the job-recommendation scenario on the shipped Adult data")
     demo.add_argument("--db", default=":memory:", help="database file (default: in memory)")
     demo.add_argument("--rows", type=int, default=2000, help="how many people to recommend jobs for")
@@ -40,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
             from .demo import run_demo
 
             run_demo(args.db, rows=args.rows, seed=args.seed)
+            return 0
+        if args.command == "payments":
+            with connect(args.db, progress=False) as db:
+                _print_payments(db.payouts(args.run), args.run)
             return 0
         with connect(args.db, seed=args.seed, budget=args.budget) as db:
             if args.command == "explain":
@@ -53,6 +62,23 @@ def main(argv: list[str] | None = None) -> int:
     except duckdb.Error as err:  # plain SQL reaches DuckDB as written: its errors are DuckDB's, not a traceback
         print(f"crowddb: DuckDB {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
         return 2
+
+
+def _print_payments(payouts, run: int) -> None:
+    """One line per worker with a marketplace id, ``participant_id,amount`` (US$, 2 decimals): the plain form of
+    Prolific's bulk bonus payments, which other marketplaces take too. Workers who came without a marketplace id
+    (a lab's own annotators on direct links) are listed on stderr, to be paid another way."""
+    if not len(payouts):
+        print(f"crowddb: run {run} paid nobody (no such run, or none of its assignments was collected yet: rerun its "
+              "query to collect them)", file=sys.stderr)
+        return
+    listed = payouts[payouts["marketplace_id"].notna()]
+    for marketplace_id, reward in zip(listed["marketplace_id"], listed["reward"]):
+        print(f"{marketplace_id},{float(reward):.2f}")
+    direct = payouts[payouts["marketplace_id"].isna()]
+    for worker_id, reward, n in zip(direct["worker_id"], direct["reward"], direct["assignments"]):
+        print(f"crowddb: worker {worker_id} (no marketplace id) earned ${float(reward):.2f} for {n} assignments",
+              file=sys.stderr)
 
 
 def _one_line(err: BaseException) -> str:

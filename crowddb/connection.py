@@ -289,6 +289,9 @@ class CrowdDB:
                 Store(self.con).reap_interrupted()  # runs of dead processes are marked: crowddb_runs says so at once
             self.registry = Registry(udfs)
             self.platform = platform if platform is not None else SimulatedCrowd(seed=seed)
+            bind = getattr(self.platform, "bind", None)
+            if callable(bind):  # a platform keeping state beside the database (the web crowd's marketplace file)
+                bind(None if self.database == ":memory:" else self.database)
             if not read_only:
                 self._record_workers()
         except BaseException:
@@ -334,6 +337,13 @@ class CrowdDB:
             raise AttributeError(name)
         return getattr(con, name)
 
+    def payouts(self, run_id: int) -> pd.DataFrame:
+        """What each worker was paid in one run: worker_id, marketplace_id (their id on the marketplace that
+        recruited them, if any), assignments, reward; as SQL: ``SELECT * FROM crowddb_payouts WHERE run_id = N``."""
+        if isinstance(run_id, bool) or not isinstance(run_id, int):
+            raise ArgumentError(f"payouts(): run_id must be an integer, got {run_id!r}")
+        return Store(self.con).payouts(run_id)
+
     def _record_workers(self) -> None:
         Store(self.con).record_workers(self.platform.workers(), self.platform.name)
 
@@ -351,8 +361,11 @@ class CrowdDB:
         self._last_scan = (query, names, scan)
         return scan
 
-    def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
-        """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``."""
+    def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *,
+            timeout: float | None = None):
+        """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``.
+        ``timeout`` (seconds): how long a crowd query waits for people's answers (see ``AnswersOutstandingError``)."""
+        timeout = _timeout(timeout)
         _refuse_ledger_writes(query)
         statements = self._crowd_statements(query)
         frame = caller_frame()
@@ -362,10 +375,13 @@ class CrowdDB:
                 result = call_in(frame, self.con.sql, query, **({} if params is None else {"params": params}))
             self._carry_roles(tracked)
             return result
-        return self._run(query, statements, params, final="sql", frame=frame)
+        return self._run(query, statements, params, final="sql", frame=frame, timeout=timeout)
 
-    def execute(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
-        """Run SQL like ``DuckDBPyConnection.execute``: returns the connection, ready to fetch."""
+    def execute(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *,
+                timeout: float | None = None):
+        """Run SQL like ``DuckDBPyConnection.execute``: returns the connection, ready to fetch (``timeout``: as
+        ``sql``)."""
+        timeout = _timeout(timeout)
         _refuse_ledger_writes(query)
         statements = self._crowd_statements(query)
         frame = caller_frame()
@@ -377,7 +393,7 @@ class CrowdDB:
                 else:
                     result = call_in(frame, self.con.execute, query, parameters=params)
             return self._carry_roles_keeping(result, tracked) if tracked else result
-        return self._run(query, statements, params, final="execute", frame=frame)
+        return self._run(query, statements, params, final="execute", frame=frame, timeout=timeout)
 
     def _carry_roles_keeping(self, result: Any, statements: list[exp.Expression],
                              temp_roles: Mapping[str, Any] | None = None):
@@ -549,16 +565,18 @@ class CrowdDB:
                 raise QueryError("crowd operators publish paid HITs, which a ROLLBACK cannot take back: run this "
                                  "query outside BEGIN ... COMMIT (nothing was published)")
 
-    def _run(self, query: str, statements: list[exp.Expression], params: Any, final: str, frame: Any):
+    def _run(self, query: str, statements: list[exp.Expression], params: Any, final: str, frame: Any,
+             timeout: float | None = None):
         scans = Scans(self.con)
         try:
             return self._run_scanned(query, scans.bind(statements, frame, _TABLE_FUNCTION_NAMES), params, final,
-                                     scans)
+                                     scans, timeout)
         except BaseException:
             scans.drop()
             raise
 
-    def _run_scanned(self, query: str, statements: list[exp.Expression], params: Any, final: str, scans: Scans):
+    def _run_scanned(self, query: str, statements: list[exp.Expression], params: Any, final: str, scans: Scans,
+                     timeout: float | None = None):
         self._refuse_in_transaction(statements)
         self._refuse_unreadable_commands(statements)
         binder = Planner(self._context(query), TABLE_FUNCTIONS)
@@ -570,6 +588,7 @@ class CrowdDB:
         while len(self._kept_temps) >= _KEPT_RELATIONS:  # before the query: dropping after would replace its result
             _drop_answers(*self._kept_temps.pop(0))
         ctx = self._context(query)
+        ctx.timeout = timeout
         planner = Planner(ctx, TABLE_FUNCTIONS)
         try:
             result = self._execute(statements, params, final, planner)
@@ -958,6 +977,15 @@ def _database_path(con: duckdb.DuckDBPyConnection) -> str:
     except duckdb.Error as err:  # a closed connection
         raise CrowdDBError(f"cannot use the DuckDB connection given to connect(): {err}") from None
     return rows[0][0] if rows and rows[0][0] else ":memory:"
+
+
+def _timeout(timeout: Any) -> float | None:
+    """A query's wait for people's answers, in seconds (None: the platform's own default)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ArgumentError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
 
 
 def connect(database: str | Path | duckdb.DuckDBPyConnection = ":memory:", *, platform: Platform | None = None, seed: int | None = None,

@@ -44,6 +44,10 @@ OVERRIDES: dict[str, Param] = {
     "sample_ratio": Param(NUMBER, nullable=False,
                           check=lambda v: None if 0 < v <= 1 else "sample_ratio must be in (0, 1]"),
     "cell_limit": Param(int, minimum=1, nullable=False),
+    "gold": Param(NUMBER, nullable=False,
+                  check=lambda v: None if 0 <= v <= 0.5 else "gold is the share of each HIT's items that are gold "
+                  "questions, in [0, 0.5] (e.g. 0.1; 0 turns them off)"),
+    "gold_drop": Param(bool, nullable=False),
 }
 #: names a human operator may not take: the table functions' (a definition named so would shadow them)
 RESERVED_NAMES = ("truth_discover", "private_synth", "anonymize")
@@ -134,6 +138,11 @@ class HumanOperator:
     anonymizer: str = "mondrian"
     sample_ratio: float = 0.10  # FKA: synthetic samples as a share of the input rows (kanon-crowd-db Table 7)
     cell_limit: int = 400  # FKA: cells of the feedback histogram (Algorithm 1; kanon-crowd-db Table 7)
+    # gold questions (ours): this share of each HIT's items are copies of items with a known answer (the
+    # ground-truth column), shown like the others; the platform scores its workers on them and may stop a worker
+    # who fails them; gold_drop: answers of workers the platform stopped are left out of the aggregation
+    gold: float = 0.0
+    gold_drop: bool = False
     source: str = "<python>"
 
     def __post_init__(self) -> None:
@@ -175,6 +184,13 @@ class HumanOperator:
             raise ArgumentError(f"{where}: sample_ratio must be in (0, 1], got {self.sample_ratio!r}")
         if int(self.cell_limit) < 1:
             raise ArgumentError(f"{where}: cell_limit must be at least 1, got {self.cell_limit!r}")
+        if not _is_number(self.gold) or not 0 <= float(self.gold) <= 0.5:
+            raise ArgumentError(f"{where}: gold must be a share in [0, 0.5] of each HIT's items, got {self.gold!r}")
+        if float(self.gold) > 0 and self.kind != "tuple":
+            raise ArgumentError(f"{where}: gold questions are for tuple operators (a pick-a-row item has no single "
+                                "known answer); leave gold at 0")
+        if not isinstance(self.gold_drop, bool):
+            raise ArgumentError(f"{where}: gold_drop must be true or false, got {self.gold_drop!r}")
         if self.anonymizer not in ANONYMIZERS:
             raise ArgumentError(f"{where}: anonymizer must be one of {ANONYMIZERS}, got {self.anonymizer!r}")
         check_aggregation(self.aggregation, where)

@@ -41,6 +41,9 @@ CREATE TABLE IF NOT EXISTS crowddb_workers (
     created_at  TIMESTAMP DEFAULT current_timestamp
 );
 
+-- the worker's id on the marketplace that recruited them (a Prolific participant id): what bulk payments name
+ALTER TABLE crowddb_workers ADD COLUMN IF NOT EXISTS marketplace_id VARCHAR;
+
 CREATE TABLE IF NOT EXISTS crowddb_hits (
     hit_id          VARCHAR PRIMARY KEY,
     run_id          BIGINT NOT NULL,
@@ -68,6 +71,10 @@ CREATE TABLE IF NOT EXISTS crowddb_hit_items (
     content     VARCHAR NOT NULL,
     PRIMARY KEY (hit_id, item_no)
 );
+
+-- a gold question: a copy of an item of the same HIT batch whose answer is known (the answer); NULL for the others.
+-- Its answers score workers on the platform and are never taken for the item's answers.
+ALTER TABLE crowddb_hit_items ADD COLUMN IF NOT EXISTS gold VARCHAR;
 
 CREATE TABLE IF NOT EXISTS crowddb_assignments (
     assignment_id VARCHAR PRIMARY KEY,
@@ -215,3 +222,11 @@ SELECT s.table_name, s.unit, s.unit_id, s.releases, s.epsilon_spent, s.delta_spe
        b.budget_epsilon, b.budget_delta, b.budget_epsilon - s.epsilon_spent AS epsilon_left,
        b.budget_delta - s.delta_spent AS delta_left
 FROM spent s LEFT JOIN budgets b ON b.table_name = s.table_name AND b.unit = s.unit;
+
+-- What each worker earned per run, with their marketplace id: the rows `crowddb payments --run N` prints as the CSV
+-- marketplaces take for bulk bonus payments (the reward; the fee is the marketplace's own).
+CREATE VIEW IF NOT EXISTS crowddb_payouts AS
+SELECT h.run_id, p.worker_id, any_value(w.marketplace_id) AS marketplace_id, count(*) AS assignments,
+       sum(p.reward) AS reward, sum(p.fee) AS fee
+FROM crowddb_payments p JOIN crowddb_hits h USING (hit_id) LEFT JOIN crowddb_workers w USING (worker_id)
+GROUP BY h.run_id, p.worker_id;

@@ -23,6 +23,7 @@ class OperatorContext:
     query: str = ""
     progress: bool = True
     budget: float | None = None  # per query, across its operators
+    timeout: float | None = None  # seconds a crowd step waits for people's answers (None: the platform's default)
     spent: float = 0.0
     plans: list = dataclasses.field(default_factory=list)  # OperatorPlan of every operator, in run order
     reports: list = dataclasses.field(default_factory=list)  # privacy/quality reports of table functions

@@ -240,6 +240,8 @@ class HumanOperatorRun:
         """Buy the missing answers of one round and aggregate: returns item_id, answer."""
         cached, hits, layout = prepared
         answers = self.purchase.buy(items, cached, hits, layout, shown, known, bar, round_no)
+        if self.op.gold_drop:  # workers the platform stopped for failing gold questions: their answers are left out
+            answers = answers[~answers["worker_id"].isin(self.purchase.stopped_workers())]
         return aggregate(answers, self.op, self.signature)
 
     def _buy_tuples(self, shown: pd.DataFrame, known: KnowledgeBase | None) -> np.ndarray:
@@ -264,7 +266,10 @@ class HumanOperatorRun:
         notes = ["later knock-out rounds estimated without cache"] if later else []
         if estimate:
             notes.append(f"FKA sampling estimated at {estimate} synthetic tuples; NCP is Mondrian's")
-        if metrics and metrics.get("persisted_from"):
+        if metrics and metrics.get("persisted_from") and metrics.get("new_rows"):
+            notes.append(f"rows shown before: in the boxes of {metrics['persisted_from']} again; "
+                         f"{metrics['new_rows']} rows new since: in classes of their own")
+        elif metrics and metrics.get("persisted_from"):
             notes.append(f"every row was shown before: in the boxes of {metrics['persisted_from']} again")
         if publisher.fka_tuples:
             notes.append(f"FKA asked about {publisher.fka_tuples} synthetic tuples (identical ones answered once)")

@@ -166,6 +166,48 @@ def later_round_hits(groups: np.ndarray, items: pd.DataFrame, cap: int) -> int:
     return total
 
 
+def gold_copies(layout: pd.DataFrame, known: pd.Series, share: float) -> pd.DataFrame:
+    """Gold questions (ours): for each HIT of ``layout`` (item_id, hit_id, item_no), ceil(share × its items) copies
+    of items whose answer is known (``known``: item_id -> answer), taken from the batch's other HITs where it has
+    any, chosen by a hash of (HIT, item) so the same layout gets the same gold. Only items the batch publishes
+    anyway are copied: a gold question shows nothing new. Returns hit_id, item_no (after the HIT's own), item_id,
+    answer."""
+    out = []
+    candidates = known.index.to_numpy(np.int64)
+    if not len(candidates) or share <= 0:
+        return pd.DataFrame({"hit_id": [], "item_no": [], "item_id": [], "answer": []})
+    mix = np.uint64(0x9E3779B97F4A7C15)
+    for hit_no, (hit_id, own) in enumerate(layout.groupby("hit_id", sort=True)):
+        n_gold = int(np.ceil(share * len(own)))
+        pool = candidates[~np.isin(candidates, own["item_id"].to_numpy())]
+        pool = pool if len(pool) else candidates  # a batch of one HIT: its own items, shown twice
+        salt = np.uint64((hit_no + 1) * 0xBF58476D1CE4E5B9 % 2**64)  # (integer hashing: wraps modulo 2**64)
+        score = ((pool.astype(np.uint64) + np.uint64(1)) * mix) ^ salt
+        chosen = pool[np.argsort(score, kind="stable")[:n_gold]]
+        out.append(pd.DataFrame({"hit_id": hit_id, "item_no": int(own["item_no"].max()) + 1 + np.arange(len(chosen)),
+                                 "item_id": chosen, "answer": known.loc[chosen].to_numpy()}))
+    return pd.concat(out, ignore_index=True)
+
+
+def with_gold(batch: HitBatch, keys: pd.DataFrame, gold: pd.DataFrame) -> tuple[HitBatch, pd.DataFrame]:
+    """The batch with its gold questions (``gold_copies``) appended to their HITs, each showing exactly the rows of
+    the item it copies, and the items' keys (hit_id, item_no, item_key, occurrence, gold: the known answer)."""
+    keys = keys.assign(gold=None)
+    if not len(gold):
+        return batch, keys
+    origin = keys.drop_duplicates("item_id")[["item_id", "hit_id", "item_no", "item_key", "occurrence"]].rename(
+        columns={"hit_id": "from_hit", "item_no": "from_no"})
+    gold = gold.merge(origin, on="item_id")
+    shown = batch.items.rename(columns={"hit_id": "from_hit", "item_no": "from_no"})
+    copies = gold[["hit_id", "item_no", "from_hit", "from_no"]].merge(shown, on=["from_hit", "from_no"])
+    items = pd.concat([batch.items, copies[batch.items.columns]], ignore_index=True).sort_values(
+        ["hit_id", "item_no", "row_no"], kind="stable", ignore_index=True)
+    answers = gold[["hit_id", "item_no", "answer"]].astype({"answer": str})
+    keys = pd.concat([keys, gold[["item_id", "hit_id", "item_no", "item_key", "occurrence"]].assign(
+        gold=answers["answer"].to_numpy())], ignore_index=True)
+    return dataclasses.replace(batch, items=items, gold=answers.reset_index(drop=True)), keys
+
+
 def hit_batch(items: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame, shown: pd.DataFrame, question: str,
               domain: tuple[str, ...] | None, reward: float, fee: float, target) -> HitBatch:
     """The HITs in the platform's columnar form: only published text (``shown``) leaves here."""

@@ -125,21 +125,43 @@ class Publisher:
         return table.astype(str), release.metrics
 
     def _persisted(self, raw: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]] | None:
-        """Rows an earlier release showed, all of them, in boxes over the same quasi-identifiers with a k at least
-        this call's: shown in those boxes again (the table's persisted partition), so a subset or a rerun shows
-        nothing new and is served from the answers on record (issue 15). None: anonymize afresh."""
+        """Rows an earlier release showed, in boxes over the same quasi-identifiers with a k at least this call's:
+        shown in those boxes again (the table's persisted partition), so a subset or a rerun shows nothing new and is
+        served from the answers on record (issue 15). Rows inserted since (no release showed them) join the
+        partition in classes of their own, of at least k new rows each (Mondrian over the new rows): the earlier
+        boxes are not cut, and a worker who links releases finds each new row among k others that, like it, are
+        in this release only. None: anonymize afresh."""
         found = self.recorded() if self.recorded is not None else None
         if found is None:
             return None
         release, boxes = found
         names = sorted(self.call.quasi_identifiers)
-        parts = pd.Series(boxes, dtype=object).str.split(BOX_SEPARATOR, expand=True)
+        new = pd.isna(pd.Series(boxes, dtype=object)).to_numpy()
+        parts = pd.Series(boxes, dtype=object)[~new].str.split(BOX_SEPARATOR, expand=True)
         if parts.shape[1] != len(names):  # a box printed otherwise: not ours to reuse
             return None
-        table = raw.apply(render)
+        table = raw.apply(render).astype(object)
         for j, name in enumerate(names):
-            table[name] = parts[j].to_numpy(dtype=object)
-        return table[self.call.published].astype(str), {"method": "persisted", "persisted_from": release}
+            table.loc[~new, name] = parts[j].to_numpy(dtype=object)
+        metrics: dict[str, Any] = {"method": "persisted", "persisted_from": release}
+        if new.any():
+            if self.op.anonymizer != "mondrian":  # (ours) the new rows' classes are Mondrian's: not what was asked
+                return None
+            k = int(self.op.k)
+            if new.sum() < k:
+                raise PrivacyError(
+                    f"{self.op.name}: {int(new.sum())} of its rows were inserted after {release} showed the others, "
+                    f"fewer than k={k}: they cannot form a class of their own, and putting them in an earlier box would "
+                    f"let a worker who saw {release} tell them apart. Nothing was published. Ask again when at least "
+                    f"{k} new rows are in, or leave them out (WHERE ...)")
+            from ..anonymize import anonymize  # the algorithm layer
+
+            fresh = anonymize(raw[new].reset_index(drop=True), list(self.call.quasi_identifiers), k,
+                              method="mondrian", kinds=dict(self.call.kinds) or None)
+            for name in names:
+                table.loc[new, name] = fresh.table[name].astype(str).to_numpy(dtype=object)
+            metrics.update(new_rows=int(new.sum()), new_rows_ncp=fresh.metrics.get("ncp"))
+        return table[self.call.published].astype(str), metrics
 
     def _anonymizer_rng(self, raw: pd.DataFrame) -> np.random.Generator:
         """The anonymizer's randomness (FKA's synthetic samples): with the call's seed, the run's generator as always;

@@ -14,9 +14,9 @@ import pandas as pd
 from ..crowd import HitBatch, KnowledgeBase
 from ..errors import BudgetExceededError, CrowdDBError, PlatformError, PrivacyError, UnknownHITError
 from ..store import composition
-from .columns import ROW_ID
+from .columns import ROW_ID, TRUTH
 from .context import OperatorContext
-from .packing import hit_batch, hit_layout
+from .packing import gold_copies, hit_batch, hit_layout, with_gold
 
 if TYPE_CHECKING:  # human.py imports this module
     from .human import HumanInput, OperatorPlan
@@ -59,6 +59,7 @@ class Purchase:
         self._reserved = not estimating  # this run's crowddb_runs row was written when it started
         self._wrote_hits = False  # a HIT of this run is on record (then its row stays, even if the run fails)
         self.awaited: dict[str, int] = {}  # estimate: HITs an earlier run posted (-> assignments), to collect
+        self._workers: set[str] = set()  # the platform's workers this run has put on record
 
     @property
     def bought_hits(self) -> int:
@@ -125,6 +126,7 @@ class Purchase:
                               next(iter(self.call.args.values()), None))  # a group operator's first argument (the job)
             platform = self.ctx.platform
             keys = layout.merge(ident, on="item_id")
+            batch, keys = with_gold(batch, keys, self._gold(items, layout, round_no))
             ids = batch.hits["hit_id"].tolist()
             ledger = self._ledger(items, layout, shown, round_no)  # refuses what would break an earlier release
             self._record_posted(batch, keys, ledger)  # write-ahead: on record as 'publishing' before the platform is called
@@ -136,7 +138,7 @@ class Purchase:
                 raise
             self.store.set_hit_status(ids, "published", was="publishing")  # from here on they are paid for
             with self._platform_errors(f"collecting {len(hits)} HITs (round {round_no})"):
-                got = platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update)
+                got = platform.collect(batch.hits["hit_id"].tolist(), progress=bar.update, **self._wait())
             got.answers = got.answers.merge(layout, on=["hit_id", "item_no"]).merge(ident, on="item_id")
             self._record_collected(got.assignments, got.answers, op.reward, op.reward * op.fee)
             self.bought.append((batch, got, keys))
@@ -172,6 +174,10 @@ class Purchase:
                 with contextlib.suppress(Exception):  # the run's own error is the one to report
                     self.store.forget_run(self.run_id)
 
+    def _wait(self) -> dict[str, float]:
+        """The query's timeout for collect(), passed only when given (a platform written before it takes none)."""
+        return {} if self.ctx.timeout is None else {"timeout": self.ctx.timeout}
+
     @contextlib.contextmanager
     def _platform_errors(self, doing: str):
         """A platform's own exceptions (a real marketplace's) become a PlatformError naming it and what it was doing."""
@@ -203,6 +209,26 @@ class Purchase:
                                                                quasi_identifiers=list(self.call.quasi_identifiers)))]
         return targets
 
+    def _gold(self, items: pd.DataFrame, layout: pd.DataFrame, round_no: int) -> pd.DataFrame:
+        """The gold questions of one round's HITs (``gold := share``): copies of its items whose answer the
+        ground-truth column knows (a value of the answer domain); none for FKA's synthetic samples (round 0)."""
+        frame = self.call.frame
+        if not self.op.gold or round_no < 1 or TRUTH not in frame or self.domain is None:
+            return gold_copies(layout, pd.Series(dtype=object), 0)
+        posted = items.drop_duplicates("item_id")
+        posted = posted[posted["item_id"].isin(layout["item_id"])]
+        truth = frame[TRUTH].iloc[posted[ROW_ID].to_numpy()]
+        answer = truth.astype(object).where(truth.notna(), None).map(lambda v: None if v is None else str(v))
+        known = pd.Series(answer.to_numpy(), index=posted["item_id"].to_numpy())
+        return gold_copies(layout, known[known.isin(self.domain)], float(self.op.gold))
+
+    def stopped_workers(self) -> set[str]:
+        """Workers the platform stopped for failing gold questions (its workers()' ``blocked`` column)."""
+        workers = self.ctx.platform.workers()
+        if "blocked" not in workers:
+            return set()
+        return set(workers.loc[workers["blocked"].fillna(False).astype(bool), "worker_id"])
+
     def refusal(self, items: pd.DataFrame, layout: pd.DataFrame, shown: pd.DataFrame) -> str | None:
         """explain(): why the guard would refuse round 1 of this run (None: it would not)."""
         try:
@@ -221,7 +247,8 @@ class Purchase:
             operator=self.op.name, run_id=self.run_id, platform=self.ctx.platform.name, status="publishing",
             domain=json.dumps(list(self.domain)) if self.domain is not None else None,
             n_items=batch.hits["hit_id"].map(batch.items.groupby("hit_id")["item_no"].nunique()))
-        items = batch.items.merge(keys[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
+        items = batch.items.merge(keys[["hit_id", "item_no", "item_key", "occurrence", "gold"]],
+                                  on=["hit_id", "item_no"])
         self.store.record_posted(self.run_id, hits, items, batch.published_columns, group=self.op.kind == "group",
                                  ledger=[(table, f"run:{self.run_id}", int(self.op.k), rows) for table, rows in ledger])
         self._wrote_hits = True
@@ -245,6 +272,10 @@ class Purchase:
                           credit: bool = False) -> None:
         """Collected HITs on record (``reward``/``fee``: per assignment, a number or an array aligned with it;
         ``credit``: HITs an earlier run posted, added to that run's figures)."""
+        if not assignments["worker_id"].isin(self._workers).all():  # people who joined since (a study link)
+            workers = self.ctx.platform.workers()
+            self.store.record_workers(workers, self.ctx.platform.name)
+            self._workers = set(workers["worker_id"])
         self.store.record_collected(assignments, answers, assignments.assign(reward=reward, fee=fee), credit=credit)
 
     def _outstanding_hits(self, items: pd.DataFrame) -> pd.DataFrame:
@@ -267,7 +298,7 @@ class Purchase:
             return
         try:
             with self._platform_errors(f"collecting {len(ids)} HITs posted by an earlier run"):
-                got = platform.collect(ids)
+                got = platform.collect(ids, **self._wait())
         except UnknownHITError:
             self.store.set_hit_status(ids, "lost")
             return

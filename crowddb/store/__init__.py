@@ -157,8 +157,8 @@ class Store:
                              "assignments, reward, fee_rate, platform, status) SELECT hit_id, run_id, operator, "
                              "question, domain, n_items, assignments, reward, fee_rate, platform, status "
                              "FROM __crowd_h")
-            self.con.execute(f"INSERT INTO crowddb_hit_items (hit_id, item_no, item_key, occurrence, content) "
-                             f"{content}")
+            self.con.execute(f"INSERT INTO crowddb_hit_items (hit_id, item_no, item_key, occurrence, content, "
+                             f"gold) {content}")
             for table, release, k, rows in ledger:  # refuses (and rolls all back) what would break a release
                 composition.record(self.con, table, release, k, rows)
 
@@ -224,16 +224,17 @@ class Store:
                 "SELECT h.hit_id, i.item_key, i.occurrence, h.assignments, h.status FROM crowddb_hits h "
                 "JOIN crowddb_hit_items i USING (hit_id) JOIN __crowd_need n USING (item_key, occurrence) "
                 "LEFT JOIN crowddb_runs r ON r.run_id = h.run_id "
-                "WHERE h.status IN ('published', 'publishing') AND h.operator = ? AND h.platform = ? "
+                "WHERE h.status IN ('published', 'publishing') AND i.gold IS NULL AND h.operator = ? "
+                "AND h.platform = ? "
                 "AND coalesce(r.status, '') <> 'running' ORDER BY h.hit_id", [operator, platform]).df()
 
     def hit_items(self, hit_ids: Sequence[str]) -> pd.DataFrame:
-        """The items of these HITs with what one assignment of each paid: hit_id, item_no, item_key, occurrence,
-        reward, fee."""
+        """The items of these HITs (not their gold questions) with what one assignment of each paid: hit_id,
+        item_no, item_key, occurrence, reward, fee."""
         with registered(self.con, __crowd_d=_ids(hit_ids)):
             return self.con.execute("SELECT i.hit_id, i.item_no, i.item_key, i.occurrence, h.reward, "
                                     "h.reward * h.fee_rate AS fee FROM crowddb_hit_items i JOIN crowddb_hits h "
-                                    "USING (hit_id) WHERE hit_id IN (SELECT hit_id FROM __crowd_d)").df()
+                                    "USING (hit_id) WHERE hit_id IN (SELECT hit_id FROM __crowd_d) AND i.gold IS NULL").df()
 
     def answers_for(self, need: pd.DataFrame) -> pd.DataFrame:
         """Answers already bought for the items ``need`` (item_key, occurrence): item_key, occurrence, worker_id,
@@ -246,10 +247,21 @@ class Store:
 
     # --------------------------------------------------------------------------------------------------- workers
     def record_workers(self, workers: pd.DataFrame, platform: str) -> None:
-        """The platform's workers (worker_id, quality), once each."""
-        with registered(self.con, __crowd_workers=workers.assign(platform=platform)):
-            self.con.execute("INSERT OR IGNORE INTO crowddb_workers (worker_id, platform, quality) "
-                             "SELECT worker_id, platform, quality FROM __crowd_workers")
+        """The platform's workers (worker_id, quality, and marketplace_id where the platform knows it), once each;
+        a marketplace id learned later (a participant who arrived through a study link) is added."""
+        if "marketplace_id" not in workers:
+            workers = workers.assign(marketplace_id=None)
+        workers = workers[["worker_id", "quality", "marketplace_id"]].assign(platform=platform)
+        with registered(self.con, __crowd_workers=workers.astype({"marketplace_id": object})):
+            self.con.execute("INSERT INTO crowddb_workers (worker_id, platform, quality, marketplace_id) "
+                             "SELECT worker_id, platform, quality, marketplace_id::VARCHAR FROM __crowd_workers "
+                             "ON CONFLICT (worker_id) DO UPDATE SET marketplace_id = "
+                             "coalesce(excluded.marketplace_id, crowddb_workers.marketplace_id)")
+
+    def payouts(self, run_id: int) -> pd.DataFrame:
+        """What each worker was paid in one run: worker_id, marketplace_id, assignments, reward (crowddb_payouts)."""
+        return self.con.execute("SELECT worker_id, marketplace_id, assignments, reward FROM crowddb_payouts "
+                                "WHERE run_id = ? ORDER BY worker_id", [run_id]).df()
 
     # -------------------------------------------------------------------------------------------------- releases
     def log_release(self, *, kind: str, method: str, k: int | None = None, epsilon: float | None = None,
@@ -354,10 +366,12 @@ def _content_sql(columns: list[str], group: bool) -> str:
         for c in columns])
     if not group:
         return exp.select("hit_id", "item_no", "item_key", "occurrence",
-                          exp.Anonymous(this="to_json", expressions=[struct])).from_("__crowd_i").sql(_sql.DIALECT)
+                          exp.Anonymous(this="to_json", expressions=[struct]), "gold").from_("__crowd_i").sql(
+            _sql.DIALECT)
     rows = exp.Anonymous(this="list", expressions=[exp.Order(
         this=struct, expressions=[exp.Ordered(this=exp.column("row_no"))])])
     return (exp.select("hit_id", "item_no", exp.func("any_value", exp.column("item_key")),
                        exp.func("any_value", exp.column("occurrence")),
-                       exp.Anonymous(this="to_json", expressions=[rows])).from_("__crowd_i")
+                       exp.Anonymous(this="to_json", expressions=[rows]),
+                       exp.cast(exp.Null(), "VARCHAR")).from_("__crowd_i")
             .group_by("hit_id", "item_no").sql(_sql.DIALECT))

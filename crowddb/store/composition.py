@@ -205,28 +205,39 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
 
 def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi_identifiers: list[str], k: int
              ) -> tuple[str, np.ndarray] | None:
-    """The newest release of ``table`` that showed every one of ``rows`` (identities) in boxes over the same
-    quasi-identifiers, with a k at least ``k``, and each row's box in it (in ``rows``' order); None if none did. A
-    release that asks about rows shown before shows them in these boxes (the table's persisted partition): the same
-    items again, served from the answers on record, and nothing the guard has to refuse."""
+    """Each of ``rows`` (identities) in the box the newest release that published it showed it in, among releases
+    over the same quasi-identifiers with a k at least ``k`` (None for a row no release showed: one inserted since),
+    in ``rows``' order, and the names of those releases; None if a row shown before was never shown in such a
+    release. A release that asks about rows shown before shows them in these boxes (the table's persisted
+    partition): the same items again, served from the answers on record, and nothing the guard has to refuse; rows
+    new since are put in classes of their own."""
     rows = np.asarray(rows, dtype=np.int64)
     if not len(rows):
         return None
-    want = pa.table({"row_ref": rows})
+    want = pa.table({"row_ref": np.unique(rows)})
     with registered(con, __crowd_want=want):
-        found = con.execute(
-            "SELECT l.release FROM crowddb_ledger l JOIN crowddb_published p USING (release, table_name) "
-            "WHERE l.table_name = ? AND l.quasi_identifiers = ? AND l.k >= ? AND p.row_ref IN "
-            "(SELECT row_ref FROM __crowd_want) GROUP BY l.release, l.created_at HAVING count(*) = ? "
-            "ORDER BY l.created_at DESC, l.release DESC LIMIT 1",
-            [table.lower(), signature(quasi_identifiers), int(k), len(np.unique(rows))]).fetchall()
-        if not found:
+        seen = int(con.execute("SELECT count(*) FROM crowddb_row_history WHERE table_name = ? AND row_ref IN "
+                               "(SELECT row_ref FROM __crowd_want)", [table.lower()]).fetchall()[0][0])
+        if not seen:
             return None
-        boxes = con.execute("SELECT w.row_ref, p.box FROM __crowd_want w JOIN crowddb_published p USING (row_ref) "
-                            "WHERE p.release = ? AND p.table_name = ?", [found[0][0], table.lower()]).df()
+        boxes = con.execute(
+            "SELECT p.row_ref, arg_max(p.box, l.created_at) AS box, arg_max(p.release, l.created_at) AS release "
+            "FROM crowddb_ledger l JOIN crowddb_published p USING (release, table_name) "
+            "WHERE l.table_name = ? AND l.quasi_identifiers = ? AND l.k >= ? AND p.row_ref IN "
+            "(SELECT row_ref FROM __crowd_want) GROUP BY p.row_ref",
+            [table.lower(), signature(quasi_identifiers), int(k)]).df()
+    if len(boxes) < seen:  # a row shown before only in boxes of other quasi-identifiers or a smaller k
+        return None
     by_row = pd.Series(boxes["box"].to_numpy(dtype=object), index=boxes["row_ref"].to_numpy())
-    by_row = by_row[~by_row.index.duplicated()]
-    return found[0][0], by_row.reindex(rows).to_numpy(dtype=object)
+    boxes_of = by_row.reindex(rows).astype(object)
+    names = ", ".join(sorted(boxes["release"].unique(), key=_release_order))
+    return names, boxes_of.where(boxes_of.notna(), None).to_numpy(dtype=object)
+
+
+def _release_order(name: str) -> tuple[str, int]:
+    """'run:10' after 'run:9'."""
+    kind, _, number = name.partition(":")
+    return (kind, int(number)) if number.isdigit() else (kind, 0)
 
 
 def releases(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
