@@ -4,7 +4,8 @@ record.
 A table of N rows (default 1,000,000) gets R earlier releases of all its rows straight into the ledger (each a
 partition into consecutive classes of k * (j + 1) rows: no two alike), then one more release of all N rows is checked
 (``composition.check``: one DuckDB statement over the rows' histories and the planned boxes) and recorded
-(``composition.record``: check, history fold, ledger rows). The baseline, measured in the same run on the same
+(``composition.record``: check, history fold, ledger rows), and the persisted partition is looked up for all N rows
+(``composition.recorded``: each row's box in the newest release that showed it). The baseline, measured in the same run on the same
 connection, is DuckDB grouping the planned rows by box (``SELECT box_id, count(*) ... GROUP BY box_id``): the least
 any check of N rows' classes costs. Run: ``python bench/guard.py [--rows N] [--releases 1,10,100]``.
 """
@@ -51,8 +52,9 @@ def main() -> None:
     con.register("__bench_planned", planned.rows)
     print(f"guard of k-anonymity across releases: a release of {n:,} rows checked against R earlier releases of "
           "all of them; best of 3")
-    print(f"{'R':>5} | {'ledger rows':>12} | {'check s':>8} | {'record s':>8} | {'baseline s':>10} | {'x baseline':>10}")
-    print("-" * 70)
+    print(f"{'R':>5} | {'ledger rows':>12} | {'check s':>8} | {'record s':>8} | {'persisted s':>11} | "
+          f"{'baseline s':>10} | {'x baseline':>10}")
+    print("-" * 84)
     done = 0
     for mark in marks:
         while done < mark:  # earlier releases, each a new one: classes of k * (j + 1) rows (every boundary a multiple
@@ -61,8 +63,13 @@ def main() -> None:
         check = timed(lambda: composition.check(con, "big", "release:new", k, planned))
         base = timed(lambda: con.execute("SELECT box_id, count(*) FROM __bench_planned GROUP BY box_id").fetchall())
         record = timed(lambda: _record_and_undo(con, n, k, planned), repeat=1)
+        # the persisted partition: every row's box in the newest release that showed it (a query over rows shown
+        # before is planned in these boxes)
+        persisted = timed(lambda: composition.recorded(con, "big", planned.rows["row_ref"].to_numpy(), [], k),
+                          repeat=1)
         rows = con.execute("SELECT count(*) FROM crowddb_published").fetchall()[0][0]
-        print(f"{mark:>5} | {rows:>12,} | {check:>8.3f} | {record:>8.3f} | {base:>10.3f} | {check / base:>10.1f}")
+        print(f"{mark:>5} | {rows:>12,} | {check:>8.3f} | {record:>8.3f} | {persisted:>11.3f} | {base:>10.3f} | "
+              f"{check / base:>10.1f}")
 
 
 def _record_and_undo(con, n: int, k: int, planned: composition.Planned) -> None:

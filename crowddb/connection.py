@@ -485,6 +485,34 @@ class CrowdDB:
         finally:
             scans.drop()
 
+    def tradeoff(self, query: str, ks: Iterable[int] = (2, 5, 10, 20, 50), params: Any = None) -> pd.DataFrame:
+        """The k-anonymity trade-off of a crowd query: ``explain()`` of it with every human operator's k set to each
+        of ``ks`` (nothing is published, paid or written). One row per (k, operator call): k, operator, ncp (the
+        information the generalization loses, kanon-crowd-db's NCP), accuracy_lower / accuracy_upper (the crowd
+        accuracy bounds explain() reports), hits, estimated_cost, refused (the guard's word, if it would refuse)."""
+        ks = list(ks)
+        if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 2 for k in ks):
+            raise ArgumentError(f"tradeoff(): ks must be integers of at least 2, got {ks!r}")
+        statements = self._crowd_statements(query)
+        if statements is None:
+            raise ArgumentError("tradeoff(): the query calls no human operator, so it has no k to trade off")
+        rows = []
+        frame = caller_frame()
+        for k in ks:
+            rewritten = [_with_k(s.copy(), k, self.registry) for s in statements]
+            scans = Scans(self.con)
+            try:
+                plan = self._explain(query, params, scans.bind(rewritten, frame, _TABLE_FUNCTION_NAMES))
+            finally:
+                scans.drop()
+            for op in plan.operators:
+                refused = op.note.split("would be refused: ", 1)[1] if "would be refused: " in op.note else None
+                rows.append({"k": k, "operator": op.operator, "ncp": op.ncp, "accuracy_lower": op.accuracy_lower,
+                             "accuracy_upper": op.accuracy_upper, "hits": op.hits,
+                             "estimated_cost": op.estimated_cost, "refused": refused})
+        return pd.DataFrame(rows, columns=["k", "operator", "ncp", "accuracy_lower", "accuracy_upper", "hits",
+                                           "estimated_cost", "refused"])
+
     def _explain(self, query: str, params: Any, statements: list[exp.Expression]) -> QueryPlan:
         self._refuse_unreadable_commands(statements)  # what the run would refuse
         ctx = self._context(query)
@@ -977,6 +1005,17 @@ def _database_path(con: duckdb.DuckDBPyConnection) -> str:
     except duckdb.Error as err:  # a closed connection
         raise CrowdDBError(f"cannot use the DuckDB connection given to connect(): {err}") from None
     return rows[0][0] if rows and rows[0][0] else ":memory:"
+
+
+def _with_k(statement: exp.Expression, k: int, registry: Registry) -> exp.Expression:
+    """``statement`` with ``k := k`` on every call of a human operator (replacing a k it names)."""
+    for node in list(statement.walk()):
+        if isinstance(node, exp.Anonymous) and node.name in registry:
+            args = [a for a in node.expressions
+                    if not (isinstance(a, exp.PropertyEQ) and a.this.name.lower() == "k")]
+            node.set("expressions", [*args, exp.PropertyEQ(this=exp.to_identifier("k"),
+                                                           expression=exp.Literal.number(int(k)))])
+    return statement
 
 
 def _timeout(timeout: Any) -> float | None:
