@@ -151,6 +151,12 @@ CREATE TABLE IF NOT EXISTS crowddb_row_history (
     history     UHUGEINT NOT NULL,
     k           INTEGER NOT NULL
 );
+-- the box the row's newest release showed it in, that release, its k and quasi-identifiers: the table's persisted
+-- partition read in one pass (composition.recorded), without scanning every release's rows
+ALTER TABLE crowddb_row_history ADD COLUMN IF NOT EXISTS last_release VARCHAR;
+ALTER TABLE crowddb_row_history ADD COLUMN IF NOT EXISTS last_box VARCHAR;
+ALTER TABLE crowddb_row_history ADD COLUMN IF NOT EXISTS last_k INTEGER;
+ALTER TABLE crowddb_row_history ADD COLUMN IF NOT EXISTS last_quasi_identifiers VARCHAR;
 
 -- One row per table with releases on record, bumped by each release in its transaction: two connections releasing
 -- rows of one table at once conflict here, and the later one is checked again against the earlier one's rows.

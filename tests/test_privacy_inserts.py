@@ -79,3 +79,35 @@ def test_fewer_than_k_new_rows_are_refused_before_anything_is_published(db):
         db.sql(ASK).fetchall()
     assert (posted(db), db.sql("SELECT count(*) FROM crowddb_published").fetchall()[0][0]) == before
     db.sql(ASK.replace("FROM people", "FROM people WHERE id < 1000")).fetchall()  # leaving them out: accepted
+
+
+def test_the_persisted_partition_reads_each_rows_newest_fitting_release():
+    """composition.recorded straight over a ledger: the newest entry of each row (kept in crowddb_row_history) when
+    its release fits the asked quasi-identifiers and k, else the newest release of the row that fits."""
+    import duckdb
+
+    from crowddb._resources import catalog_ddl
+    from crowddb.store import composition
+
+    con = duckdb.connect()
+    con.execute(catalog_ddl()).fetchall()
+    rows = np.arange(40, dtype=np.int64)
+    wide = np.where(rows < 20, "[0-19]", "[20-39]")
+    narrow = np.array([f"[{lo}-{lo + 9}]" for lo in (rows // 10) * 10])
+    composition.record(con, "t", "release:1", 20, composition.planned(rows, wide, quasi_identifiers=["age"]))
+    composition.record(con, "t", "release:2", 10, composition.planned(rows, narrow, quasi_identifiers=["age"]))
+    name, boxes = composition.recorded(con, "t", rows[::-1], ["age"], 10)  # every row's newest release fits
+    assert name == "release:2" and boxes.tolist() == narrow[::-1].tolist()
+    name, boxes = composition.recorded(con, "t", rows, ["age"], 20)  # release 2's k is too small: release 1
+    assert name == "release:1" and boxes.tolist() == wide.tolist()
+    assert composition.recorded(con, "t", rows, ["zip"], 10) is None  # other quasi-identifiers: none fits
+    name, boxes = composition.recorded(con, "t", np.r_[rows[:3], [99, 98], rows[:1]], ["age"], 10)
+    assert name == "release:2" and boxes.tolist() == ["[0-9]"] * 3 + [None, None, "[0-9]"]  # new rows: None
+    assert composition.recorded(con, "t", np.array([99]), ["age"], 10) is None  # no row shown before
+    # release 3 shows rows 0-9 again in their release-2 box, promising only k=2 (a whole class: accepted)
+    composition.record(con, "t", "release:3", 2, composition.planned(rows[:10], narrow[:10],
+                                                                       quasi_identifiers=["age"]))
+    name, boxes = composition.recorded(con, "t", rows[:12], ["age"], 10)  # rows 0-9: release 3 is k 2, so release 2
+    assert name == "release:2" and boxes.tolist() == narrow[:12].tolist()
+    name, boxes = composition.recorded(con, "t", rows[:12], ["age"], 2)
+    assert name == "release:2, release:3" and boxes.tolist() == narrow[:12].tolist()

@@ -193,10 +193,10 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
         return
     with registered(con, __crowd_planned=rows.rows, __crowd_boxes=rows.boxes):
         if not past[0] and not past[1]:  # the table's first release: every row's history is its one entry
-            con.execute(_FIRST, [table, release, int(k)]).fetchall()
+            con.execute(_FIRST, [table, release, int(k), rows.quasi_identifiers]).fetchall()
         else:
             for statement in _FOLD:  # before the new entries join the ledger (``mine`` reads it)
-                con.execute(statement, [table, release, int(k)]).fetchall()
+                con.execute(statement, [table, release, int(k), rows.quasi_identifiers]).fetchall()
         con.execute("INSERT INTO crowddb_published (release, table_name, row_ref, k, box) "
                     "SELECT $2, $1, p.row_ref, $3, b.box FROM __crowd_planned p JOIN __crowd_boxes b USING (box_id) "
                     + ("WHERE p.row_ref NOT IN (SELECT row_ref FROM crowddb_published WHERE release = $2 AND "
@@ -210,28 +210,40 @@ def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi
     in ``rows``' order, and the names of those releases; None if a row shown before was never shown in such a
     release. A release that asks about rows shown before shows them in these boxes (the table's persisted
     partition): the same items again, served from the answers on record, and nothing the guard has to refuse; rows
-    new since are put in classes of their own."""
+    new since are put in classes of their own. Read from each row's newest entry (``crowddb_row_history``) when that
+    release fits, else from every release of the rows."""
     rows = np.asarray(rows, dtype=np.int64)
     if not len(rows):
         return None
-    want = pa.table({"row_ref": np.unique(rows)})
+    table, qis = table.lower(), signature(quasi_identifiers)
+    want = pa.table({"row_ref": rows, "pos": np.arange(len(rows), dtype=np.int64)})
     with registered(con, __crowd_want=want):
-        seen = int(con.execute("SELECT count(*) FROM crowddb_row_history WHERE table_name = ? AND row_ref IN "
-                               "(SELECT row_ref FROM __crowd_want)", [table.lower()]).fetchall()[0][0])
+        seen, fits = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE last_quasi_identifiers = ? AND last_k >= ?) "
+            "FROM crowddb_row_history WHERE table_name = ? AND row_ref IN (SELECT row_ref FROM __crowd_want)",
+            [qis, int(k), table]).fetchall()[0]
         if not seen:
             return None
-        boxes = con.execute(
-            "SELECT p.row_ref, arg_max(p.box, l.created_at) AS box, arg_max(p.release, l.created_at) AS release "
-            "FROM crowddb_ledger l JOIN crowddb_published p USING (release, table_name) "
-            "WHERE l.table_name = ? AND l.quasi_identifiers = ? AND l.k >= ? AND p.row_ref IN "
-            "(SELECT row_ref FROM __crowd_want) GROUP BY p.row_ref",
-            [table.lower(), signature(quasi_identifiers), int(k)]).df()
-    if len(boxes) < seen:  # a row shown before only in boxes of other quasi-identifiers or a smaller k
-        return None
-    by_row = pd.Series(boxes["box"].to_numpy(dtype=object), index=boxes["row_ref"].to_numpy())
-    boxes_of = by_row.reindex(rows).astype(object)
-    names = ", ".join(sorted(boxes["release"].unique(), key=_release_order))
-    return names, boxes_of.where(boxes_of.notna(), None).to_numpy(dtype=object)
+        if fits == seen:  # every row's newest release fits: its box there
+            found = con.sql(
+                "SELECT h.last_box AS box, h.last_release AS release FROM __crowd_want w LEFT JOIN "
+                "(SELECT row_ref, last_box, last_release FROM crowddb_row_history WHERE table_name = ?) h "
+                "USING (row_ref) ORDER BY w.pos", params=[table]).to_arrow_table()
+        else:
+            found = con.sql(
+                "SELECT b.box, b.release FROM __crowd_want w LEFT JOIN (SELECT p.row_ref, "
+                "arg_max(p.box, l.created_at) AS box, arg_max(p.release, l.created_at) AS release "
+                "FROM crowddb_ledger l JOIN crowddb_published p USING (release, table_name) "
+                "WHERE l.table_name = ? AND l.quasi_identifiers = ? AND l.k >= ? AND p.row_ref IN "
+                "(SELECT row_ref FROM __crowd_want) GROUP BY p.row_ref) b USING (row_ref) ORDER BY w.pos",
+                params=[table, qis, int(k)]).to_arrow_table()
+    boxes = found.column("box")
+    has_box = boxes.is_valid().to_numpy(zero_copy_only=False)
+    if fits < seen and len(pd.unique(rows[has_box])) < seen:  # a row shown before only in boxes of other
+        return None                                            # quasi-identifiers or a smaller k
+    names = ", ".join(sorted({r for r in found.column("release").unique().to_pylist() if r is not None},
+                             key=_release_order))
+    return names, boxes.to_numpy(zero_copy_only=False).astype(object)
 
 
 def _release_order(name: str) -> tuple[str, int]:
@@ -302,9 +314,12 @@ def forget_unposted(con: duckdb.DuckDBPyConnection, runs: list[int]) -> None:
             con.execute(statement, [gone]).fetchall()
         con.execute("DELETE FROM crowddb_row_history WHERE (table_name, row_ref) IN "
                     "(SELECT (table_name, row_ref) FROM __crowd_refold)").fetchall()
-        con.execute("INSERT INTO crowddb_row_history SELECT table_name, row_ref, "
-                    f"bit_xor({_entry('release')}), min(k) "
-                    "FROM crowddb_published WHERE (table_name, row_ref) IN "
+        con.execute("INSERT INTO crowddb_row_history (table_name, row_ref, history, k, last_release, last_box, "
+                    "last_k, last_quasi_identifiers) SELECT p.table_name, p.row_ref, "
+                    f"bit_xor({_entry('p.release').replace('box', 'p.box')}), min(p.k), "
+                    "arg_max(p.release, l.created_at), arg_max(p.box, l.created_at), arg_max(p.k, l.created_at), "
+                    "arg_max(l.quasi_identifiers, l.created_at) FROM crowddb_published p JOIN crowddb_ledger l "
+                    "USING (release, table_name) WHERE (p.table_name, p.row_ref) IN "
                     "(SELECT (table_name, row_ref) FROM __crowd_refold) GROUP BY ALL").fetchall()
     finally:
         con.execute("DROP TABLE IF EXISTS __crowd_refold").fetchall()
@@ -330,9 +345,9 @@ _NEXT = f"""
 WITH mine AS (
     SELECT row_ref FROM crowddb_published WHERE table_name = $1 AND release = $2),
 boxes AS (  -- each box's share of a history, hashed once per box
-    SELECT box_id, {_entry("$2")} AS h FROM __crowd_boxes),
+    SELECT box_id, box, {_entry("$2")} AS h FROM __crowd_boxes),
 added AS (
-    SELECT p.row_ref, b.h FROM __crowd_planned p JOIN boxes b USING (box_id)
+    SELECT p.row_ref, b.h, b.box FROM __crowd_planned p JOIN boxes b USING (box_id)
     WHERE p.row_ref NOT IN (SELECT row_ref FROM mine)),
 now AS (
     SELECT row_ref, history, k FROM crowddb_row_history WHERE table_name = $1),
@@ -353,16 +368,19 @@ GROUP BY size, k ORDER BY size, k LIMIT 1
 # the rows this release adds fold its entry into their histories (an UPDATE of the rows already on record and an
 # INSERT of the new ones: cheaper than INSERT OR REPLACE, which deletes and re-inserts every row of the key index)
 _FOLD = ["""
-UPDATE crowddb_row_history AS r SET history = xor(r.history, a.h), k = least(r.k, $3)
-FROM (""" + _NEXT + """ SELECT row_ref, h FROM added) AS a
+UPDATE crowddb_row_history AS r SET history = xor(r.history, a.h), k = least(r.k, $3), last_release = $2,
+    last_box = a.box, last_k = $3, last_quasi_identifiers = $4
+FROM (""" + _NEXT + """ SELECT row_ref, h, box FROM added) AS a
 WHERE r.table_name = $1 AND r.row_ref = a.row_ref
 """, """
-INSERT INTO crowddb_row_history """ + _NEXT + """
-SELECT $1, row_ref, h, $3 FROM added WHERE row_ref NOT IN (SELECT row_ref FROM now)
+INSERT INTO crowddb_row_history (table_name, row_ref, history, k, last_release, last_box, last_k,
+    last_quasi_identifiers) """ + _NEXT + """
+SELECT $1, row_ref, h, $3, $2, box, $3, $4 FROM added WHERE row_ref NOT IN (SELECT row_ref FROM now)
 """]
 
 _FIRST = f"""
-INSERT INTO crowddb_row_history
-SELECT $1, p.row_ref, b.h, $3 FROM __crowd_planned p
-JOIN (SELECT box_id, {_entry("$2")} AS h FROM __crowd_boxes) b USING (box_id)
+INSERT INTO crowddb_row_history (table_name, row_ref, history, k, last_release, last_box, last_k,
+    last_quasi_identifiers)
+SELECT $1, p.row_ref, b.h, $3, $2, b.box, $3, $4 FROM __crowd_planned p
+JOIN (SELECT box_id, box, {_entry("$2")} AS h FROM __crowd_boxes) b USING (box_id)
 """
