@@ -9,7 +9,7 @@ import sys
 import duckdb
 
 from . import connect
-from .errors import CrowdDBError
+from .errors import ArgumentError, CrowdDBError
 
 
 def _print_result(result) -> None:
@@ -31,10 +31,24 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--db", default=":memory:", help="database file (default: in memory)")
         p.add_argument("--seed", type=int, default=None, help="seed for the simulated crowd and anonymization")
         p.add_argument("--budget", type=float, default=None, help="refuse queries estimated above this many US$")
+        p.add_argument("--web", action="store_true", help="real people answer on crowddb's HIT page (WebCrowd) "
+                                                          "instead of the simulated crowd")
+        p.add_argument("--host", default="127.0.0.1", help="--web: the address the HIT page binds to")
+        p.add_argument("--port", type=int, default=8040, help="--web: the HIT page's port")
+        p.add_argument("--workers", type=int, default=3, help="--web: worker links to hand out")
+        p.add_argument("--timeout", type=float, default=None,
+                       help="--web: seconds to wait for the answers; a rerun later collects the rest")
     pay = sub.add_parser("payments", help="what each worker earned in a run, as the CSV marketplaces take for bulk "
                                           "bonus payments (participant id, amount)")
     pay.add_argument("--db", required=True, help="database file")
     pay.add_argument("--run", type=int, required=True, help="the run id (a crowd query's operator run)")
+    srv = sub.add_parser("serve", help="keep the HIT page of a database up (no Python session needed; answers "
+                                       "are collected by the next run of the query)")
+    srv.add_argument("--db", required=True, help="database file (its HIT market is the file beside it, "
+                                                 "DB.market.sqlite; the database itself stays free for sessions)")
+    srv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    srv.add_argument("--port", type=int, default=8040)
+    srv.add_argument("--workers", type=int, default=3, help="worker links to have (created when fewer exist)")
     demo = sub.add_parser("demo", help="the job-recommendation scenario on the shipped Adult data")
     demo.add_argument("--db", default=":memory:", help="database file (default: in memory)")
     demo.add_argument("--rows", type=int, default=2000, help="how many people to recommend jobs for")
@@ -50,7 +64,15 @@ def main(argv: list[str] | None = None) -> int:
             with connect(args.db, progress=False) as db:
                 _print_payments(db.payouts(args.run), args.run)
             return 0
-        with connect(args.db, seed=args.seed, budget=args.budget) as db:
+        if args.command == "serve":
+            _serve(args)
+            return 0
+        platform = None
+        if args.web:
+            from .crowd import WebCrowd
+
+            platform = WebCrowd(port=args.port, host=args.host, workers=args.workers, timeout=args.timeout)
+        with connect(args.db, seed=args.seed, budget=args.budget, platform=platform) as db:
             if args.command == "explain":
                 print(db.explain(args.query))
             else:
@@ -62,6 +84,22 @@ def main(argv: list[str] | None = None) -> int:
     except duckdb.Error as err:  # plain SQL reaches DuckDB as written: its errors are DuckDB's, not a traceback
         print(f"crowddb: DuckDB {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
         return 2
+
+
+def _serve(args) -> None:
+    """``crowddb serve``: the HIT page of the database's market in the foreground, until Ctrl-C. It opens the market
+    file only, so sessions keep using the database meanwhile and collect what people answered by rerunning their
+    queries."""
+    from .crowd import WebCrowd
+    from .crowd.web.server import serve, url_of
+
+    if str(args.db) in ("", ":memory:"):
+        raise ArgumentError("crowddb serve needs a database file (--db jobs.duckdb): an in-memory database's HITs "
+                            "live only in the session that published them")
+    crowd = WebCrowd(port=args.port, host=args.host, workers=args.workers, serve=False, announce=None)
+    crowd.bind(str(args.db))
+    print(crowd.announcement(url_of(args.host, args.port)), flush=True)
+    serve(crowd.app(), args.host, args.port)
 
 
 def _print_payments(payouts, run: int) -> None:

@@ -8,6 +8,7 @@ import functools
 import itertools
 import math
 import threading
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from .errors import (
     ArgumentError,
     CrowdDBError,
     PrivacyBudgetError,
+    PrivacyError,
     QueryError,
     SQLParseError,
     UnknownColumnError,
@@ -34,7 +36,7 @@ from .errors import (
 from .lineage import follow, is_tracked
 from .operators.context import OperatorContext
 from .operators.human import NOT_ESTIMATED, OperatorPlan
-from .operators.purchase import check_query_budget
+from .operators.purchase import check_query_budget, collect_finished
 from .operators.table_functions import TABLE_FUNCTIONS
 from .planner import Planner, answer_column, parse
 from .replacement import Scans, call_in, caller_frame
@@ -294,6 +296,7 @@ class CrowdDB:
                 bind(None if self.database == ":memory:" else self.database)
             if not read_only:
                 self._record_workers()
+                self._collect_finished()
         except BaseException:
             if self._owns_connection:
                 self.con.close()
@@ -343,6 +346,15 @@ class CrowdDB:
         if isinstance(run_id, bool) or not isinstance(run_id, int):
             raise ArgumentError(f"payouts(): run_id must be an integer, got {run_id!r}")
         return Store(self.con).payouts(run_id)
+
+    def _collect_finished(self) -> None:
+        """HITs people finished while no session was open are put on record now (the reruns of their queries would
+        collect them too: a failure here only leaves them to the reruns)."""
+        try:
+            collect_finished(Store(self.con), self.platform)
+        except Exception as err:  # noqa: BLE001 - nothing is lost: the HITs stay published, a rerun collects them
+            warnings.warn(f"crowddb: HITs people finished could not be collected now ({type(err).__name__}: {err}); "
+                          "rerunning their queries collects them", stacklevel=3)
 
     def _record_workers(self) -> None:
         Store(self.con).record_workers(self.platform.workers(), self.platform.name)
@@ -489,7 +501,8 @@ class CrowdDB:
         """The k-anonymity trade-off of a crowd query: ``explain()`` of it with every human operator's k set to each
         of ``ks`` (nothing is published, paid or written). One row per (k, operator call): k, operator, ncp (the
         information the generalization loses, kanon-crowd-db's NCP), accuracy_lower / accuracy_upper (the crowd
-        accuracy bounds explain() reports), hits, estimated_cost, refused (the guard's word, if it would refuse)."""
+        accuracy bounds explain() reports), hits, estimated_cost, refused (why this k cannot be had: the guard's
+        word, or fewer rows than k; the figures are then missing)."""
         ks = list(ks)
         if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 2 for k in ks):
             raise ArgumentError(f"tradeoff(): ks must be integers of at least 2, got {ks!r}")
@@ -503,6 +516,10 @@ class CrowdDB:
             scans = Scans(self.con)
             try:
                 plan = self._explain(query, params, scans.bind(rewritten, frame, _TABLE_FUNCTION_NAMES))
+            except (ArgumentError, PrivacyError) as err:  # this k cannot be had (fewer rows than k, the guard)
+                rows.append({"k": k, "operator": None, "ncp": None, "accuracy_lower": None, "accuracy_upper": None,
+                             "hits": None, "estimated_cost": None, "refused": str(err)})
+                continue
             finally:
                 scans.drop()
             for op in plan.operators:
@@ -512,6 +529,18 @@ class CrowdDB:
                              "estimated_cost": op.estimated_cost, "refused": refused})
         return pd.DataFrame(rows, columns=["k", "operator", "ncp", "accuracy_lower", "accuracy_upper", "hits",
                                            "estimated_cost", "refused"])
+
+    def _show_tradeoff(self, query: str, params: Any) -> None:
+        """A platform with a requester page (the web crowd) shows the query's k trade-off there before it runs."""
+        show = getattr(self.platform, "show_tradeoff", None)
+        if not callable(show):
+            return
+        try:
+            frame = self.tradeoff(query, params=params)
+        except Exception:  # noqa: BLE001 - the panel is an aid: a query it cannot estimate runs without it
+            return
+        if len(frame):
+            show(query, frame)
 
     def _explain(self, query: str, params: Any, statements: list[exp.Expression]) -> QueryPlan:
         self._refuse_unreadable_commands(statements)  # what the run would refuse
@@ -615,6 +644,7 @@ class CrowdDB:
             check_query_budget(plan.estimated_cost, self.budget)
         while len(self._kept_temps) >= _KEPT_RELATIONS:  # before the query: dropping after would replace its result
             _drop_answers(*self._kept_temps.pop(0))
+        self._show_tradeoff(query, params)
         ctx = self._context(query)
         ctx.timeout = timeout
         planner = Planner(ctx, TABLE_FUNCTIONS)

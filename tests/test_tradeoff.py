@@ -37,3 +37,10 @@ def test_bad_ks_are_refused(db, ks):
 def test_plain_sql_has_no_tradeoff(db):
     with pytest.raises(ArgumentError, match="calls no human operator"):
         db.tradeoff("SELECT * FROM people")
+
+
+def test_a_k_that_cannot_be_had_is_a_row_saying_why(db):
+    got = db.tradeoff(QUERY, ks=(5, 500))
+    assert got["refused"].isna().tolist() == [True, False]
+    assert got.loc[1, "refused"].startswith("getposition: its input has ") and "fewer than k=500" in got.loc[1, "refused"]
+    assert got.loc[1, ["ncp", "hits"]].isna().all() and got.loc[0, "ncp"] > 0

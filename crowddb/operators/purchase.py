@@ -11,15 +11,43 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..crowd import HitBatch, KnowledgeBase
+from ..crowd import Collected, HitBatch, KnowledgeBase, Platform
 from ..errors import BudgetExceededError, CrowdDBError, PlatformError, PrivacyError, UnknownHITError
-from ..store import composition
+from ..store import Store, composition
 from .columns import ROW_ID, TRUTH
 from .context import OperatorContext
 from .packing import gold_copies, hit_batch, hit_layout, with_gold
 
 if TYPE_CHECKING:  # human.py imports this module
     from .human import HumanInput, OperatorPlan
+
+
+def record_earlier(store: Store, platform: Platform, ids: list[str], got: Collected) -> None:
+    """What the platform returned for HITs an earlier run posted, on record at the price they were posted at and
+    credited to that run (their gold questions' answers stay the platform's)."""
+    known = store.hit_items(ids)
+    answers = got.answers.merge(known[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
+    price = got.assignments.merge(known.drop_duplicates("hit_id")[["hit_id", "reward", "fee"]], on="hit_id",
+                                  how="left")
+    store.record_workers(platform.workers(), platform.name)  # people who joined since (a study link)
+    store.record_collected(got.assignments, answers, got.assignments.assign(
+        reward=price["reward"].to_numpy(), fee=price["fee"].to_numpy()), credit=True)
+
+
+def collect_finished(store: Store, platform: Platform) -> int:
+    """HITs on record as published whose assignments are all in on the platform (people answered while no session
+    was open, through ``crowddb serve``): collected and put on record now, when a session opens the database, as the
+    rerun of their query would. A platform that cannot tell which HITs are finished (no ``finished``) is left to the
+    reruns. Returns how many HITs were collected."""
+    finished = getattr(platform, "finished", None)
+    if not callable(finished):
+        return 0
+    published = store.published_hits(platform.name)
+    ids = sorted(finished(published)) if published else []
+    if not ids:
+        return 0
+    record_earlier(store, platform, ids, platform.collect(ids))
+    return len(ids)
 
 
 class NoBar:
@@ -302,9 +330,4 @@ class Purchase:
         except UnknownHITError:
             self.store.set_hit_status(ids, "lost")
             return
-        known = self.store.hit_items(ids)
-        answers = got.answers.merge(known[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
-        price = got.assignments.merge(known.drop_duplicates("hit_id")[["hit_id", "reward", "fee"]], on="hit_id",
-                                      how="left")
-        self._record_collected(got.assignments, answers, price["reward"].to_numpy(), price["fee"].to_numpy(),
-                               credit=True)
+        record_earlier(self.store, self.ctx.platform, ids, got)

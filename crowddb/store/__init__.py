@@ -228,6 +228,13 @@ class Store:
                 "AND h.platform = ? "
                 "AND coalesce(r.status, '') <> 'running' ORDER BY h.hit_id", [operator, platform]).df()
 
+    def published_hits(self, platform: str) -> list[str]:
+        """HITs posted on ``platform`` and not collected yet, of runs that are over (a running run collects its own)."""
+        return [h for (h,) in self.con.execute(
+            "SELECT h.hit_id FROM crowddb_hits h LEFT JOIN crowddb_runs r ON r.run_id = h.run_id "
+            "WHERE h.status = 'published' AND h.platform = ? AND coalesce(r.status, '') <> 'running' "
+            "ORDER BY h.hit_id", [platform]).fetchall()]
+
     def hit_items(self, hit_ids: Sequence[str]) -> pd.DataFrame:
         """The items of these HITs (not their gold questions) with what one assignment of each paid: hit_id,
         item_no, item_key, occurrence, reward, fee."""
