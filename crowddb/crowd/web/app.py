@@ -25,6 +25,7 @@ Nothing of a row reaches a page except what the market holds: the published stri
 from __future__ import annotations
 
 import csv
+import functools
 import hmac
 import html
 import io
@@ -142,12 +143,20 @@ def create_app(market: Market, *, secret: str | None = None, study_params: Itera
         expected = secret or market.requester_token
         return hmac.compare_digest(token.encode(), expected.encode())
 
+    @functools.lru_cache(maxsize=512)
+    def posted(hit_id: str) -> tuple[dict, Markup]:
+        """A HIT as posted and its items' HTML as a fresh form shows them: a HIT never changes once posted, so
+        each is read and rendered once (rendering the items is most of a page's cost; bench/web.py)."""
+        hit = market.hit(hit_id)
+        return hit, Markup(_env.get_template("hit_items.html").render(hit=hit, problems={}, given={}))
+
     def form_page(token: str, assignment: dict, status: int = 200, problems: dict[int, str] | None = None,
                   given: dict[int, str] | None = None) -> HTMLResponse:
-        hit = market.hit(assignment["hit_id"])
+        hit, items_html = posted(assignment["hit_id"])
         worker = market.worker(token)
         return _render("hit.html", status, token=token, assignment=assignment, hit=hit, worker=worker,
-                       problems=problems or {}, given=given or {})
+                       problems=problems or {}, given=given or {},
+                       items_html=None if problems or given else items_html)
 
     def done_page(token: str) -> HTMLResponse:
         worker = market.worker(token)
