@@ -24,6 +24,7 @@ from ._duck import arrow_select, registered, snapshot
 from ._sql import DIALECT
 from .errors import ArgumentError, PrivacyBudgetError, PrivacyError, SQLParseError, UnknownColumnError
 from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles, view_query
+from .operators.columns import GOLD
 from .operators.context import OperatorContext
 from .operators.human import (
     GROUP_ID,
@@ -38,7 +39,8 @@ from .operators.human import (
 )
 from .operators.table_functions import CHARGES, READS, ArrowRows, TableFunction, TableInput
 from .replacement import table_function_inputs
-from .store import TableRoles, composition, privacy, relation_kind, roles_of
+from .store import TableRoles, composition, privacy, relation_kind, resolve_table, roles_of, table_columns
+from .udf import HumanOperator
 
 _ID = "__crowd_id"
 _GROUP = "__crowd_g"
@@ -514,7 +516,8 @@ class Planner:
         """Bind every human operator call of ``statement`` (see ``bind``), before any of them runs or pays."""
         for node in statement.walk():
             if self.is_human(node):
-                self.bind(node)
+                bound = self.bind(node)
+                self._gold_table(bound.definition, bound.what)
 
     def _run_call(self, scope: exp.Select, call: exp.Anonymous, sources: list[_Source]) -> None:
         bound = self.bind(call)
@@ -540,6 +543,9 @@ class Planner:
             projections.append(exp.alias_(truth_expr, TRUTH, quoted=True))
         if key_expr is not None:
             projections.append(exp.alias_(key_expr, KEY, quoted=True))
+        gold_expr = self._gold_answers(definition, sources, what)
+        if gold_expr is not None:
+            projections.append(exp.alias_(gold_expr, GOLD, quoted=True))
         projections += [exp.alias_(expr, name, quoted=True) for name, expr in published]
         query = exp.Select(expressions=projections)
         query.set("from_", (scope.args.get("from_") or scope.args.get("from")).copy())
@@ -695,6 +701,44 @@ class Planner:
             if key is not None:
                 key_expr = exp.column(key[1], table=key[0].alias, quoted=True)
         return truth_expr, key_expr
+
+    def _gold_table(self, definition: HumanOperator, what: str) -> tuple[str, dict[str, str]] | None:
+        """The table ``gold_table`` names, as the database spells it, and its columns (lower-case -> name); checked
+        when the statement's calls are validated, before any of them runs."""
+        name = definition.gold_table
+        if name is None:
+            return None
+        if not definition.gold:
+            raise ArgumentError(f"{what}: gold_table := {name!r} holds the known answers of gold questions; pass "
+                                "gold := a share of each HIT's items too (e.g. gold := 0.1)")
+        table = resolve_table(self.ctx.con, name)
+        columns = {c.lower(): c for c in table_columns(self.ctx.con, table)}
+        if "answer" not in columns:
+            raise UnknownColumnError(f"{what}: gold_table {table!r} needs an 'answer' column (and the input's key); "
+                                     f"it has {list(columns.values())}")
+        return table, columns
+
+    def _gold_answers(self, definition: HumanOperator, sources: list[_Source], what: str) -> exp.Expression | None:
+        """``gold_table := 'name'``: the known answer of each input row for gold questions, from a table of the
+        input's declared key and an ``answer`` column (a correlated subquery; every name a quoted identifier)."""
+        found = self._gold_table(definition, what)
+        if found is None:
+            return None
+        name, (table, columns) = definition.gold_table, found
+        owner = next((s for s in sources if s.roles.key), None)
+        if owner is None:
+            raise ArgumentError(f"{what}: gold_table := {name!r} is matched to the input's rows by their key, and "
+                                "no input table declares one; declare it (key := 'id' in load_csv or declare_roles)")
+        missing = [c for c in (owner.roles.key, "answer") if c.lower() not in columns]
+        if missing:
+            raise UnknownColumnError(f"{what}: gold_table {table!r} needs the columns {owner.roles.key!r} (the "
+                                     f"input's key) and 'answer'; it has no {', '.join(map(repr, missing))}")
+        alias = "__crowd_known"
+        known = exp.select(exp.func("any_value", exp.column(columns["answer"], table=alias, quoted=True))).from_(
+            exp.Table(this=exp.to_identifier(table, quoted=True), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        known = known.where(exp.column(columns[owner.roles.key.lower()], table=alias, quoted=True).eq(
+            exp.column(owner.roles.key, table=owner.alias, quoted=True)))
+        return exp.cast(exp.Subquery(this=known), "VARCHAR")
 
     def _shared(self, frame: pd.DataFrame, qi_names: list[str], group_exprs: list[exp.Expression],
                 sources: list[_Source], what: str) -> list[str]:

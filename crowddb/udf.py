@@ -48,6 +48,7 @@ OVERRIDES: dict[str, Param] = {
                   check=lambda v: None if 0 <= v <= 0.5 else "gold is the share of each HIT's items that are gold "
                   "questions, in [0, 0.5] (e.g. 0.1; 0 turns them off)"),
     "gold_drop": Param(bool, nullable=False),
+    "gold_table": Param(str, nullable=False),
 }
 #: names a human operator may not take: the table functions' (a definition named so would shadow them)
 RESERVED_NAMES = ("truth_discover", "private_synth", "anonymize")
@@ -143,6 +144,7 @@ class HumanOperator:
     # who fails them; gold_drop: answers of workers the platform stopped are left out of the aggregation
     gold: float = 0.0
     gold_drop: bool = False
+    gold_table: str | None = None  # known answers (the input's key, answer) instead of the ground-truth column
     source: str = "<python>"
 
     def __post_init__(self) -> None:
@@ -189,6 +191,8 @@ class HumanOperator:
         if float(self.gold) > 0 and self.kind != "tuple":
             raise ArgumentError(f"{where}: gold questions are for tuple operators (a pick-a-row item has no single "
                                 "known answer); leave gold at 0")
+        if self.gold_table is not None and not isinstance(self.gold_table, str):
+            raise ArgumentError(f"{where}: gold_table must be a table name, got {self.gold_table!r}")
         if not isinstance(self.gold_drop, bool):
             raise ArgumentError(f"{where}: gold_drop must be true or false, got {self.gold_drop!r}")
         if self.anonymizer not in ANONYMIZERS:

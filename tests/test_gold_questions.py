@@ -152,3 +152,56 @@ def test_without_gold_nothing_changes():
     pd.testing.assert_frame_equal(out[0][0], out[1][0])
     pd.testing.assert_frame_equal(out[0][1], out[1][1])
     assert out[0][2] is None and out[1][2] is None
+
+
+def test_a_gold_table_names_the_known_answers():
+    """gold_table := 'known': the answers of the rows it lists (matched by the input's key), not the ground-truth
+    column: here the known answers are deliberately not the people's jobs, and the gold questions carry them."""
+    crowd = GoldCrowd(qualities=np.ones(4), seed=1)
+    with crowddb.connect(platform=crowd, seed=5, progress=False) as db:
+        people(db, qis=())
+        known = pd.DataFrame({"id": [1, 2, 3, 4, 40], "answer": ["clerk", "clerk", "driver", "teacher", "clerk"]})
+        db.load_frame("known", known)
+        db.sql(QUERY.replace("gold := 0.2", "gold := 0.2, gold_table := 'known'")).fetchall()
+        items = db.sql("SELECT content, gold FROM crowddb_hit_items WHERE gold IS NOT NULL").df()
+    assert len(items) == 9  # 2 + 2 + 2 + 2 + 1 gold questions, drawn from the 5 rows with a known answer
+    frame = people_frame(45).set_index("id")
+    answer_of = dict(zip(known["id"], known["answer"]))
+    for content, answer in zip(items["content"], items["gold"]):
+        shown = json.loads(content)
+        match = frame[(frame["age"] == int(shown["age"])) & (frame["zip"] == shown["zip"])
+                      & (frame["edu"] == int(shown["edu"]))]
+        assert len(match) == 1 and answer == answer_of[int(match.index[0])]
+    assert set(crowd.batches[0].gold["answer"]) <= set(known["answer"])
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    ("gold_table := 'known'", "pass gold := a share of each HIT's items too"),
+    ("gold := 0.2, gold_table := 'nowhere'", "no table or view named 'nowhere'"),
+    ("gold := 0.2, gold_table := 'badknown'", "gold_table 'badknown' needs an 'answer' column \\(and the input's "
+                                              "key\\); it has \\['id', 'job'\\]"),
+    ("gold := 0.2, gold_table := 'nokey'", "gold_table 'nokey' needs the columns 'id' \\(the input's key\\) and "
+                                           "'answer'; it has no 'id'"),
+])
+def test_a_bad_gold_table_is_refused_before_anything_is_published(option, message):
+    crowd = GoldCrowd(qualities=np.ones(4), seed=1)
+    with crowddb.connect(platform=crowd, progress=False) as db:
+        people(db)
+        db.load_frame("known", pd.DataFrame({"id": [1], "answer": ["clerk"]}))
+        db.load_frame("badknown", pd.DataFrame({"id": [1], "job": ["clerk"]}))
+        db.load_frame("nokey", pd.DataFrame({"person": [1], "answer": ["clerk"]}))
+        with pytest.raises(crowddb.errors.CrowdDBError, match=message):
+            db.sql(f"SELECT id, getposition(age, zip, edu, {option}) AS job FROM people")
+        assert not crowd.batches
+        assert db.sql("SELECT count(*) FROM crowddb_runs").fetchall() == [(0,)]
+
+
+def test_a_gold_table_needs_a_key_on_the_input():
+    crowd = GoldCrowd(qualities=np.ones(4), seed=1)
+    with crowddb.connect(platform=crowd, progress=False) as db:
+        db.load_frame("people", people_frame(20), quasi_identifiers=["age", "zip"], ground_truth="job")
+        db.load_frame("known", pd.DataFrame({"id": [1], "answer": ["clerk"]}))
+        with pytest.raises(ArgumentError, match="matched to the input's rows by their key, and no input table "
+                                                "declares one"):
+            db.sql("SELECT id, getposition(age, zip, edu, gold := 0.2, gold_table := 'known') AS job FROM people")
+        assert not crowd.batches

@@ -14,7 +14,7 @@ import pandas as pd
 from ..crowd import Collected, HitBatch, KnowledgeBase, Platform
 from ..errors import BudgetExceededError, CrowdDBError, PlatformError, PrivacyError, UnknownHITError
 from ..store import Store, composition
-from .columns import ROW_ID, TRUTH
+from .columns import GOLD, ROW_ID, TRUTH
 from .context import OperatorContext
 from .packing import gold_copies, hit_batch, hit_layout, with_gold
 
@@ -238,14 +238,16 @@ class Purchase:
         return targets
 
     def _gold(self, items: pd.DataFrame, layout: pd.DataFrame, round_no: int) -> pd.DataFrame:
-        """The gold questions of one round's HITs (``gold := share``): copies of its items whose answer the
-        ground-truth column knows (a value of the answer domain); none for FKA's synthetic samples (round 0)."""
+        """The gold questions of one round's HITs (``gold := share``): copies of its items whose answer is known (a
+        value of the answer domain) from ``gold_table``, else the ground-truth column; none for FKA's synthetic
+        samples (round 0)."""
         frame = self.call.frame
-        if not self.op.gold or round_no < 1 or TRUTH not in frame or self.domain is None:
+        known_in = GOLD if GOLD in frame else TRUTH  # the table of known answers the requester named, if any
+        if not self.op.gold or round_no < 1 or known_in not in frame or self.domain is None:
             return gold_copies(layout, pd.Series(dtype=object), 0)
         posted = items.drop_duplicates("item_id")
         posted = posted[posted["item_id"].isin(layout["item_id"])]
-        truth = frame[TRUTH].iloc[posted[ROW_ID].to_numpy()]
+        truth = frame[known_in].iloc[posted[ROW_ID].to_numpy()]
         answer = truth.astype(object).where(truth.notna(), None).map(lambda v: None if v is None else str(v))
         known = pd.Series(answer.to_numpy(), index=posted["item_id"].to_numpy())
         return gold_copies(layout, known[known.isin(self.domain)], float(self.op.gold))
