@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pandas as pd
 
 TAIL_SHARE = 0.6  # once at most this share of the rows is still open, failed partitions read all candidates
 
@@ -70,7 +71,7 @@ def _distinct2(side: np.ndarray, sz: np.ndarray, s: np.ndarray, n_s: int) -> np.
     if n_p * 2 * n_s <= 1 << 24:
         present = np.bincount(g * n_s + s, minlength=2 * n_p * n_s).reshape(2 * n_p, n_s) > 0
         return present.sum(axis=1).reshape(n_p, 2)
-    key = np.unique(g * np.int64(n_s) + s)
+    key = pd.unique(g * np.int64(n_s) + s)  # (order does not matter here; numpy 2's np.unique is slow)
     return np.bincount(key // n_s, minlength=2 * n_p).reshape(n_p, 2)
 
 

@@ -76,7 +76,7 @@ def planned(rows: np.ndarray, boxes: np.ndarray, index: np.ndarray | None = None
     rows = np.asarray(rows, dtype=np.int64)
     if index is None:
         index, boxes = pd.factorize(pd.Series(boxes, dtype=object))
-    first = np.sort(np.unique(rows, return_index=True)[1])
+    first = np.flatnonzero(~pd.Series(rows).duplicated().to_numpy())  # (numpy 2's np.unique is slow on 1M ids)
     texts = [str(b) for b in boxes]
     refs, ids = rows[first], np.asarray(index, dtype=np.int64)[first]
     per_box = pd.util.hash_array(np.asarray(texts, dtype=object)) if texts else np.zeros(0, dtype=np.uint64)
@@ -266,7 +266,7 @@ def distinct_rows(what: str, table: str, rows: np.ndarray) -> None:
     """Refuse rows whose identities repeat (a declared key that is not unique): the ledger could not tell them apart,
     and would record one box for two people."""
     rows = np.asarray(rows, dtype=np.int64)
-    if len(np.unique(rows)) < len(rows):
+    if len(pd.unique(rows)) < len(rows):
         raise PrivacyError(f"{what}: rows of {table} share a key value, so the privacy ledger cannot tell them apart; "
                            "declare a unique key (or none: rows are then told apart by their position)")
 
@@ -282,7 +282,7 @@ def shown_before(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) -
     rows = np.asarray(rows, dtype=np.int64)
     if not len(rows):
         return 0
-    with registered(con, __crowd_want=pa.table({"row_ref": np.unique(rows)})):
+    with registered(con, __crowd_want=pa.table({"row_ref": pd.unique(rows)})):
         return int(con.execute("SELECT count(*) FROM crowddb_row_history WHERE table_name = ? AND row_ref IN "
                                "(SELECT row_ref FROM __crowd_want)", [table.lower()]).fetchall()[0][0])
 
