@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
                                                           "instead of the simulated crowd")
         p.add_argument("--host", default="127.0.0.1", help="--web: the address the HIT page binds to")
         p.add_argument("--port", type=int, default=8040, help="--web: the HIT page's port")
-        p.add_argument("--workers", type=int, default=3, help="--web: worker links to hand out")
+        p.add_argument("--workers", type=int, default=5, help="--web: worker links to hand out (a HIT needs as "
+                       "many different people as its assignments: 5 by default)")
         p.add_argument("--timeout", type=float, default=None,
                        help="--web: seconds to wait for the answers; a rerun later collects the rest")
     pay = sub.add_parser("payments", help="what each worker earned in a run, as the CSV marketplaces take for bulk "
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                                                  "DB.market.sqlite; the database itself stays free for sessions)")
     srv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     srv.add_argument("--port", type=int, default=8040)
-    srv.add_argument("--workers", type=int, default=3, help="worker links to have (created when fewer exist)")
+    srv.add_argument("--workers", type=int, default=5, help="worker links to have (created when fewer exist)")
     demo = sub.add_parser("demo", help="the job-recommendation scenario on the shipped Adult data")
     demo.add_argument("--db", default=":memory:", help="database file (default: in memory)")
     demo.add_argument("--rows", type=int, default=2000, help="how many people to recommend jobs for")
@@ -72,11 +73,15 @@ def main(argv: list[str] | None = None) -> int:
             from .crowd import WebCrowd
 
             platform = WebCrowd(port=args.port, host=args.host, workers=args.workers, timeout=args.timeout)
-        with connect(args.db, seed=args.seed, budget=args.budget, platform=platform) as db:
-            if args.command == "explain":
-                print(db.explain(args.query))
-            else:
-                _print_result(db.sql(args.query))
+        try:
+            with connect(args.db, seed=args.seed, budget=args.budget, platform=platform) as db:
+                if args.command == "explain":
+                    print(db.explain(args.query))
+                else:
+                    _print_result(db.sql(args.query))
+        finally:
+            if platform is not None:
+                platform.close()  # the page goes down with the command: `crowddb serve` keeps it up
         return 0
     except CrowdDBError as err:
         print(f"crowddb: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)

@@ -72,7 +72,7 @@ def test_publish_go_home_serve_and_collect_the_next_day(tmp_path):
         told = server.stdout.readline()
         assert told.startswith(f"HIT page: requester page {base}/r/")
         links = [t for (t,) in sqlite3.connect(market).execute("SELECT token FROM workers ORDER BY worker_id")]
-        assert len(links) == 3
+        assert len(links) == 5  # `crowddb serve` tops the 3 links up to its default 5
         people = SimulatedPeople(base, links, policy=fixed_policy(lambda form, no: "teacher"), max_seconds=30)
         run = people.run()
         assert len(run.thanked()) == 9  # 3 HITs x 3 people
@@ -134,3 +134,25 @@ def test_a_worker_failing_gold_questions_is_stopped_and_left_out(tmp_path):
                          "ORDER BY ALL", params=blocked).fetchall()
         assert stopped == [(w, 10) for w in sorted(blocked)]  # bought and on record; the aggregation left them out
     crowd.close()
+
+
+def test_the_cli_publishes_on_the_page_and_says_what_is_still_out(tmp_path, capsys):
+    from crowddb.cli import main
+
+    path = tmp_path / "cli.duckdb"
+    with crowddb.connect(path, progress=False) as db:
+        load(db)
+    assert main(["sql", QUERY, "--db", str(path), "--web", "--port", "0", "--timeout", "0.2"]) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith("HIT page: requester page http://127.0.0.1:") and out.count("/w/") == 5
+    assert err.strip() == ("crowddb: AnswersOutstandingError: 9 of 9 assignments are still out after 0.2 s; the HITs "
+                           "stay published: run the same query again later to collect them without buying anything "
+                           "twice")
+    assert sqlite3.connect(f"{path}.market.sqlite").execute("SELECT count(*) FROM hits").fetchall() == [(3,)]
+
+
+def test_serve_needs_a_database_file(capsys):
+    from crowddb.cli import main
+
+    assert main(["serve", "--db", ":memory:"]) == 2
+    assert "crowddb serve needs a database file" in capsys.readouterr().err

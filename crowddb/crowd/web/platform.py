@@ -44,7 +44,7 @@ class WebCrowd(Platform):
     name = "web"
 
     def __init__(self, port: int = 8040, host: str = "127.0.0.1", market: str | os.PathLike | None = None,
-                 workers: int = 3, lease: float = 900.0, poll: float = 0.5, timeout: float | None = None,
+                 workers: int = 5, lease: float = 900.0, poll: float = 0.5, timeout: float | None = None,
                  gold_min: int = 3, gold_accuracy: float = 0.7, completion_code: str | None = None,
                  completion_url: str | None = None, study_params: Iterable[str] = STUDY_PARAMS, serve: bool = True,
                  announce: Callable[[str], None] | None = print) -> None:
