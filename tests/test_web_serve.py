@@ -156,3 +156,29 @@ def test_serve_needs_a_database_file(capsys):
 
     assert main(["serve", "--db", ":memory:"]) == 2
     assert "crowddb serve needs a database file" in capsys.readouterr().err
+
+
+def test_a_group_operator_on_the_page_returns_the_rows_people_picked(tmp_path):
+    """getcandidate on the web: each item is a group's rows, people pick a row, and the query returns the picked
+    person's key per group; what crowddb bought is exactly what the people submitted."""
+    crowd = WebCrowd(port=0, workers=2, poll=0.05, announce=None)
+    query = ("SELECT hobby, getcandidate(age, zip, edu, 'teacher', k := 5, assignments := 1) AS pick "
+             "FROM people GROUP BY hobby ORDER BY hobby")
+    result: dict = {}
+    with crowddb.connect(tmp_path / "group.duckdb", platform=crowd, seed=1, progress=False) as db:
+        load(db)
+        runner = threading.Thread(target=lambda: result.update(df=db.sql(query, timeout=60).df()))
+        runner.start()
+        people = SimulatedPeople(crowd.url, list(crowd.market.link_tokens().values())[:1], patience=3, max_seconds=30,
+                                 policy=fixed_policy(lambda form, no: form.items[no].choices[-1]))  # the last row
+        run = people.run()
+        runner.join(60)
+        got = result["df"]
+        frame = people_frame(30)
+        assert got["hobby"].tolist() == sorted(frame["hobby"].unique())
+        for hobby, pick in zip(got["hobby"], got["pick"]):  # each pick is a person of that group
+            assert int(pick) in set(frame.loc[frame["hobby"] == hobby, "id"])
+        bought = db.sql("SELECT assignment_id, item_no, answer FROM crowddb_answers ORDER BY ALL").fetchall()
+    assert bought == [(a, n, v) for a, n, _, v in run.answers()]
+    assert len(run.thanked()) == 1 and len(bought) == 3  # the 3 groups' 30 rows fit one HIT (100 rows): 3 items
+    crowd.close()
