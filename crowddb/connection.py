@@ -261,6 +261,8 @@ def _withheld_text(withheld: Mapping[str, str]) -> str:
 #: a crowd query's result reads its answers from temp tables (db.sql() returns a lazy relation that reads them each
 #: time it runs): those of the last few crowd queries are kept, older ones dropped (an older relation then fails with
 #: "table ... does not exist"); explain()'s and a failed query's are dropped at once
+#: the ks of the trade-off the requester page plots (``CrowdDB.tradeoff``)
+TRADEOFF_KS = (2, 5, 10, 20, 50)
 _KEPT_RELATIONS = 4
 
 
@@ -497,7 +499,7 @@ class CrowdDB:
         finally:
             scans.drop()
 
-    def tradeoff(self, query: str, ks: Iterable[int] = (2, 5, 10, 20, 50), params: Any = None) -> pd.DataFrame:
+    def tradeoff(self, query: str, ks: Iterable[int] = TRADEOFF_KS, params: Any = None) -> pd.DataFrame:
         """The k-anonymity trade-off of a crowd query: ``explain()`` of it with every human operator's k set to each
         of ``ks`` (nothing is published, paid or written). One row per (k, operator call): k, operator, ncp (the
         information the generalization loses, kanon-crowd-db's NCP), accuracy_lower / accuracy_upper (the crowd
@@ -506,22 +508,25 @@ class CrowdDB:
         ks = list(ks)
         if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 2 for k in ks):
             raise ArgumentError(f"tradeoff(): ks must be integers of at least 2, got {ks!r}")
-        statements = self._crowd_statements(query)
-        if statements is None:
+        statements = self._crowd_statements(query) or []
+        if not any(self._asks_humans(s) for s in statements):
             raise ArgumentError("tradeoff(): the query calls no human operator, so it has no k to trade off")
+        scans = Scans(self.con)
+        try:
+            return self._tradeoff(query, scans.bind(statements, caller_frame(), _TABLE_FUNCTION_NAMES), params, ks)
+        finally:
+            scans.drop()
+
+    def _tradeoff(self, query: str, statements: list[exp.Expression], params: Any, ks: list[int]) -> pd.DataFrame:
+        """``tradeoff`` over statements already parsed, their Python objects registered."""
         rows = []
-        frame = caller_frame()
         for k in ks:
-            rewritten = [_with_k(s.copy(), k, self.registry) for s in statements]
-            scans = Scans(self.con)
-            try:
-                plan = self._explain(query, params, scans.bind(rewritten, frame, _TABLE_FUNCTION_NAMES))
+            try:  # (explain rewrites its trees: a copy per k)
+                plan = self._explain(query, params, [_with_k(s.copy(), k, self.registry) for s in statements])
             except (ArgumentError, PrivacyError) as err:  # this k cannot be had (fewer rows than k, the guard)
                 rows.append({"k": k, "operator": None, "ncp": None, "accuracy_lower": None, "accuracy_upper": None,
                              "hits": None, "estimated_cost": None, "refused": str(err)})
                 continue
-            finally:
-                scans.drop()
             for op in plan.operators:
                 refused = op.note.split("would be refused: ", 1)[1] if "would be refused: " in op.note else None
                 rows.append({"k": k, "operator": op.operator, "ncp": op.ncp, "accuracy_lower": op.accuracy_lower,
@@ -530,17 +535,20 @@ class CrowdDB:
         return pd.DataFrame(rows, columns=["k", "operator", "ncp", "accuracy_lower", "accuracy_upper", "hits",
                                            "estimated_cost", "refused"])
 
-    def _show_tradeoff(self, query: str, params: Any) -> None:
+    def _show_tradeoff(self, query: str, statements: list[exp.Expression], params: Any) -> None:
         """A platform with a requester page (the web crowd) shows the query's k trade-off there before it runs."""
         show = getattr(self.platform, "show_tradeoff", None)
-        if not callable(show):
+        if not callable(show) or not any(self._asks_humans(s) for s in statements):
             return
         try:
-            frame = self.tradeoff(query, params=params)
+            frame = self._tradeoff(query, statements, params, list(TRADEOFF_KS))
         except Exception:  # noqa: BLE001 - the panel is an aid: a query it cannot estimate runs without it
             return
-        if len(frame):
-            show(query, frame)
+        show(query, frame)
+
+    def _asks_humans(self, statement: exp.Expression) -> bool:
+        """Whether ``statement`` calls a human operator (not only table functions)."""
+        return any(isinstance(n, exp.Anonymous) and n.name in self.registry for n in statement.walk())
 
     def _explain(self, query: str, params: Any, statements: list[exp.Expression]) -> QueryPlan:
         self._refuse_unreadable_commands(statements)  # what the run would refuse
@@ -609,7 +617,7 @@ class CrowdDB:
         """Crowd HITs are paid outside the database: a ROLLBACK could not take them back, only forget that they were
         bought (and buy them again). So human operators do not run inside an explicit transaction, whether the caller
         opened it before the query or the query's own text opens it (BEGIN ...; SELECT getposition(*) ...)."""
-        human = [any(isinstance(n, exp.Anonymous) and n.name in self.registry for n in s.walk()) for s in statements]
+        human = [self._asks_humans(s) for s in statements]
         if not any(human):
             return
         is_open = in_transaction(self.con)
@@ -644,7 +652,7 @@ class CrowdDB:
             check_query_budget(plan.estimated_cost, self.budget)
         while len(self._kept_temps) >= _KEPT_RELATIONS:  # before the query: dropping after would replace its result
             _drop_answers(*self._kept_temps.pop(0))
-        self._show_tradeoff(query, params)
+        self._show_tradeoff(query, statements, params)
         ctx = self._context(query)
         ctx.timeout = timeout
         planner = Planner(ctx, TABLE_FUNCTIONS)

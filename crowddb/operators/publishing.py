@@ -136,8 +136,9 @@ class Publisher:
             return None
         release, boxes = found
         names = sorted(self.call.quasi_identifiers)
-        new = pd.isna(pd.Series(boxes, dtype=object)).to_numpy()
-        parts = pd.Series(boxes, dtype=object)[~new].str.split(BOX_SEPARATOR, expand=True)
+        boxes = pd.Series(boxes, dtype=object)
+        new = boxes.isna().to_numpy()  # rows no release showed: inserted since
+        parts = boxes[~new].str.split(BOX_SEPARATOR, expand=True)
         if parts.shape[1] != len(names):  # a box printed otherwise: not ours to reuse
             return None
         table = raw.apply(render).astype(object)

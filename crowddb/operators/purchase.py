@@ -22,16 +22,28 @@ if TYPE_CHECKING:  # human.py imports this module
     from .human import HumanInput, OperatorPlan
 
 
-def record_earlier(store: Store, platform: Platform, ids: list[str], got: Collected) -> None:
+def record_new_workers(store: Store, platform: Platform, assignments: pd.DataFrame, known: set[str]) -> set[str]:
+    """Put the platform's workers on record when ``assignments`` name one not in ``known`` (people who joined
+    since: a study link); returns the workers now known to be on record."""
+    if assignments["worker_id"].isin(known).all():
+        return known
+    workers = platform.workers()
+    store.record_workers(workers, platform.name)
+    return set(workers["worker_id"])
+
+
+def record_earlier(store: Store, platform: Platform, ids: list[str], got: Collected,
+                   known_workers: set[str] = frozenset()) -> set[str]:
     """What the platform returned for HITs an earlier run posted, on record at the price they were posted at and
-    credited to that run (their gold questions' answers stay the platform's)."""
+    credited to that run (their gold questions' answers stay the platform's); returns the workers on record."""
     known = store.hit_items(ids)
     answers = got.answers.merge(known[["hit_id", "item_no", "item_key", "occurrence"]], on=["hit_id", "item_no"])
     price = got.assignments.merge(known.drop_duplicates("hit_id")[["hit_id", "reward", "fee"]], on="hit_id",
                                   how="left")
-    store.record_workers(platform.workers(), platform.name)  # people who joined since (a study link)
+    workers = record_new_workers(store, platform, got.assignments, known_workers)
     store.record_collected(got.assignments, answers, got.assignments.assign(
         reward=price["reward"].to_numpy(), fee=price["fee"].to_numpy()), credit=True)
+    return workers
 
 
 def collect_finished(store: Store, platform: Platform) -> int:
@@ -248,8 +260,8 @@ class Purchase:
         posted = items.drop_duplicates("item_id")
         posted = posted[posted["item_id"].isin(layout["item_id"])]
         truth = frame[known_in].iloc[posted[ROW_ID].to_numpy()]
-        answer = truth.astype(object).where(truth.notna(), None).map(lambda v: None if v is None else str(v))
-        known = pd.Series(answer.to_numpy(), index=posted["item_id"].to_numpy())
+        known = pd.Series(truth.astype(str).where(truth.notna()).to_numpy(dtype=object),
+                          index=posted["item_id"].to_numpy())
         return gold_copies(layout, known[known.isin(self.domain)], float(self.op.gold))
 
     def stopped_workers(self) -> set[str]:
@@ -302,10 +314,7 @@ class Purchase:
                           credit: bool = False) -> None:
         """Collected HITs on record (``reward``/``fee``: per assignment, a number or an array aligned with it;
         ``credit``: HITs an earlier run posted, added to that run's figures)."""
-        if not assignments["worker_id"].isin(self._workers).all():  # people who joined since (a study link)
-            workers = self.ctx.platform.workers()
-            self.store.record_workers(workers, self.ctx.platform.name)
-            self._workers = set(workers["worker_id"])
+        self._workers = record_new_workers(self.store, self.ctx.platform, assignments, self._workers)
         self.store.record_collected(assignments, answers, assignments.assign(reward=reward, fee=fee), credit=credit)
 
     def _outstanding_hits(self, items: pd.DataFrame) -> pd.DataFrame:
@@ -332,4 +341,4 @@ class Purchase:
         except UnknownHITError:
             self.store.set_hit_status(ids, "lost")
             return
-        record_earlier(self.store, self.ctx.platform, ids, got)
+        self._workers = record_earlier(self.store, self.ctx.platform, ids, got, self._workers)
