@@ -546,6 +546,10 @@ class Planner:
         gold_expr = self._gold_answers(definition, sources, what)
         if gold_expr is not None:
             projections.append(exp.alias_(gold_expr, GOLD, quoted=True))
+        elif definition.gold and truth_expr is None:  # asked for gold questions, with no answer known: refused
+            raise ArgumentError(f"{what}: gold := {definition.gold} needs items with known answers, and its input has "
+                                "no ground-truth column; declare one, or name a table of known answers with "
+                                "gold_table := '...'")
         projections += [exp.alias_(expr, name, quoted=True) for name, expr in published]
         query = exp.Select(expressions=projections)
         query.set("from_", (scope.args.get("from_") or scope.args.get("from")).copy())

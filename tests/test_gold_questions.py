@@ -205,3 +205,14 @@ def test_a_gold_table_needs_a_key_on_the_input():
                                                 "declares one"):
             db.sql("SELECT id, getposition(age, zip, edu, gold := 0.2, gold_table := 'known') AS job FROM people")
         assert not crowd.batches
+
+
+def test_gold_questions_without_known_answers_are_refused_before_anything_is_published():
+    crowd = GoldCrowd(qualities=np.ones(4), seed=1)
+    with crowddb.connect(platform=crowd, progress=False) as db:
+        db.load_frame("people", people_frame(20), quasi_identifiers=["age", "zip"], key="id")
+        with pytest.raises(ArgumentError, match="gold := 0.2 needs items with known answers, and its input has no "
+                                                "ground-truth column"):
+            db.sql("SELECT id, getposition(age, zip, edu, gold := 0.2, domain := ['a', 'b']) AS job FROM people")
+        assert not crowd.batches
+        assert db.sql("SELECT count(*) FROM crowddb_runs").fetchall() == [(0,)]
