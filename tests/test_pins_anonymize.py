@@ -632,8 +632,13 @@ def _brute_force(fd, k, limit):
 
     def cost(nd):
         s = fd.suppression(np.array(nd), k, limit)
-        return fd.ncp(np.array(nd), int(s.sum())), nd
-    return min(minimal, key=cost), len(minimal)
+        return fd.ncp(np.array(nd), int(s.sum()))
+
+    # the tie rule, restated: NCPs within 1e-9 relative or 1e-12 absolute are equal, the lowest level vector wins
+    costs = {nd: cost(nd) for nd in minimal}
+    low = min(costs.values())
+    tied = [nd for nd, c in costs.items() if c == low or abs(c - low) <= 1e-9 * max(abs(c), abs(low)) + 1e-12]
+    return min(tied), len(minimal)
 
 
 @pytest.mark.parametrize("seed,k,limit", [(0, 3, 0), (1, 4, 3), (2, 5, None), (3, 2, 1)])

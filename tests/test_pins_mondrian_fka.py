@@ -251,7 +251,7 @@ def ref_histogram(samples, truth, m, n_ans, cell_limit, min_s, allowable):
                 if not ok:
                     continue
                 var = ref_variance(cells, truth, shape, n_ans)
-                if best_var is None or var > best_var:
+                if best_var is None or var > best_var:  # exact Fractions: a tie keeps the first (lowest) cut
                     best, best_var = c, var
         if best is None:
             stalled += 1
@@ -288,16 +288,23 @@ def ref_allowed(g, lo, hi, k, l):
     return True
 
 
+def ref_tied(a, b):
+    """The tie rule of the anonymizers, restated: float scores within 1e-9 relative or 1e-12 absolute are equal."""
+    return a == b or abs(a - b) <= 1e-9 * max(abs(a), abs(b)) + 1e-12
+
+
 def ref_partition(g, k, l, delta):
+    """Algorithm 2 phase 1 with loops; ties (ref_tied) go to the first open box and to the first cut."""
     shape = g.tuples.shape
     open_ = [(tuple([0] * len(shape)), tuple(s - 1 for s in shape))]
     done = []
     while open_:
         scores = [ref_accuracy(g, lo, hi)[0] for lo, hi in open_]
-        w = min(range(len(scores)), key=lambda i: (scores[i], i))
+        low = min(scores)
+        w = next(i for i, x in enumerate(scores) if ref_tied(x, low))
         lo, hi = open_.pop(w)
         acc, share = ref_accuracy(g, lo, hi)
-        best, bd = None, None
+        cands = []
         for j in range(len(shape)):
             for s in range(lo[j], hi[j]):
                 h1 = tuple(s if q == j else hi[q] for q in range(len(shape)))
@@ -307,12 +314,12 @@ def ref_partition(g, k, l, delta):
                 a1, w1 = ref_accuracy(g, lo, h1)
                 a2, w2 = ref_accuracy(g, l2, hi)
                 dc = w1 * a1 + w2 * a2 - share * acc if delta == "weighted" else a1 + a2 - acc
-                if bd is None or dc > bd:
-                    best, bd = ((lo, h1), (l2, hi)), dc
-        if best is None:
+                cands.append((dc, ((lo, h1), (l2, hi))))
+        if not cands:
             done.append((lo, hi))
         else:
-            open_.extend(best)
+            top = max(dc for dc, _ in cands)
+            open_.extend(next(cut for dc, cut in cands if ref_tied(dc, top)))
     return done
 
 

@@ -22,6 +22,7 @@ from crowddb.anonymize.generalize import Release, code_labels, release_from_grou
 from crowddb.anonymize.mondrian import mondrian_groups
 from crowddb.anonymize.samples import SampleGuard
 from crowddb.anonymize.synth import copula_samples
+from crowddb.anonymize.ties import first_best
 from crowddb.errors import ArgumentError
 
 Ask = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -77,10 +78,17 @@ def _cell_ids(slab: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.ravel_multi_index(tuple(slab.T), shape)
 
 
+def _variance_numerator(cell: np.ndarray, ans: np.ndarray, n_cells: int, n_ans: int) -> int:
+    """n_ans² times the sum over cells of var(V), V = per-answer sample counts of the cell: an exact integer, so
+    cuts are ranked without float rounding (a float sum of the cells' variances ranks real ties by its last bit)."""
+    v = np.bincount(cell * n_ans + ans, minlength=n_cells * n_ans).reshape(n_cells, n_ans).astype(np.int64)
+    # §4.3: var(V) = Σv²/n - (Σv/n)² = (n Σv² - (Σv)²) / n², n = n_ans
+    return int((n_ans * (v * v).sum(axis=1) - v.sum(axis=1) ** 2).sum())
+
+
 def _variance_sum(cell: np.ndarray, ans: np.ndarray, n_cells: int, n_ans: int) -> float:
     """Sum over cells of var(V), V = per-answer sample counts of the cell (§4.3: skewed cells score high)."""
-    v = np.bincount(cell * n_ans + ans, minlength=n_cells * n_ans).reshape(n_cells, n_ans).astype(float)
-    return float(((v**2).mean(axis=1) - v.mean(axis=1) ** 2).sum())  # §4.3: var(V) = Σv²/(n+1) - (Σv/(n+1))²
+    return _variance_numerator(cell, ans, n_cells, n_ans) / n_ans**2
 
 
 def feedback_histogram(samples: np.ndarray, truth: np.ndarray, m: np.ndarray, n_ans: int, cell_limit: int,
@@ -97,7 +105,7 @@ def feedback_histogram(samples: np.ndarray, truth: np.ndarray, m: np.ndarray, n_
         i += 1
         shape = tuple(len(c) + 1 for c in cuts)
         n_cells = int(np.prod(shape)) // shape[j] * (shape[j] + 1)
-        best, best_var = None, -np.inf
+        found, score = [], []  # allowable cuts and their exact variance numerators, in increasing cut order
         if n_cells <= cell_limit:
             slab = _slabs(cuts, samples)
             for c in np.setdiff1d(np.unique(samples[:, j]), np.r_[cuts[j], m[j] - 1]):
@@ -116,14 +124,14 @@ def feedback_histogram(samples: np.ndarray, truth: np.ndarray, m: np.ndarray, n_
                     sizes = np.bincount(s_new[:, j], minlength=len(new) + 1)
                     if sizes[k_slab] < min_samples or sizes[k_slab + 1] < min_samples:
                         continue
-                var = _variance_sum(ids, truth, n_cells, n_ans)
-                if var > best_var:
-                    best, best_var = c, var
-        if best is None:
+                found.append(c)
+                score.append(_variance_numerator(ids, truth, n_cells, n_ans))
+        if not found:
             stalled += 1
             continue
         stalled = 0
-        cuts[j] = np.sort(np.r_[cuts[j], best])
+        # the largest summed variance (exact: same n_ans² denominator for every cut), the lowest cut on ties
+        cuts[j] = np.sort(np.r_[cuts[j], found[first_best(score)]])
     return cuts
 
 
@@ -182,10 +190,12 @@ def adaptive_partition(g: Grid, k: int, l: int | None, delta: str = "literal") -
     open_ = [(np.zeros(len(shape), np.int64), np.array(shape) - 1)]
     done = []
     while open_:
+        # selectWorstPartition: the lowest Acc, the first open partition on ties (ties.py: float sums of cells and
+        # answers round differently for boxes that tie in real arithmetic)
         scores = [_accuracy(g, lo, hi)[0] for lo, hi in open_]
-        lo, hi = open_.pop(int(np.argmin(scores)))  # selectWorstPartition
+        lo, hi = open_.pop(first_best(scores, maximize=False))
         acc, share = _accuracy(g, lo, hi)
-        best, best_delta = None, -np.inf
+        found, gain = [], []  # allowable cuts and their delta, by dimension then position
         for j in range(len(shape)):
             for s in range(lo[j], hi[j]):
                 h1, l2 = hi.copy(), lo.copy()
@@ -200,12 +210,12 @@ def adaptive_partition(g: Grid, k: int, l: int | None, delta: str = "literal") -
                     d_cut = w1 * a1 + w2 * a2 - share * acc
                 else:
                     d_cut = a1 + a2 - acc
-                if d_cut > best_delta:
-                    best, best_delta = ((lo, h1), (l2, hi)), d_cut
-        if best is None:
+                found.append(((lo, h1), (l2, hi)))
+                gain.append(d_cut)
+        if not found:
             done.append((lo, hi))
-        else:
-            open_.extend(best)
+        else:  # the largest delta, the first cut (lowest dimension, then lowest position) on ties
+            open_.extend(found[first_best(gain)])
     return done
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 from crowddb.anonymize.encoding import Encoding
 from crowddb.anonymize.fulldomain import FullDomain
 from crowddb.anonymize.generalize import Release
+from crowddb.anonymize.ties import first_best
 from crowddb.errors import ArgumentError
 
 
@@ -79,7 +80,10 @@ def incognito(frame: pd.DataFrame, enc: Encoding, k: int, *, max_suppressed: int
     if not minimal:
         minimal = [fd.heights.copy()]  # the top node: one class of every row
     sup = {tuple(nd): fd.suppression(nd, k, limit) for nd in minimal}
-    best = min(minimal, key=lambda nd: (fd.ncp(nd, int(sup[tuple(nd)].sum())), tuple(nd)))
+    # the lowest NCP, the lexicographically lowest level vector on ties (ties.py: NCP is a float mean over QIs, so
+    # nodes of equal NCP in real arithmetic differ in their last bits)
+    minimal.sort(key=tuple)
+    best = minimal[first_best([fd.ncp(nd, int(sup[tuple(nd)].sum())) for nd in minimal], maximize=False)]
     extra = {"minimal_nodes": len(minimal), "evaluations": evaluations, "lattice_complete": complete,
              "max_suppressed": limit}
     return fd.release(frame, best, k, "incognito", sup[tuple(best)], extra)

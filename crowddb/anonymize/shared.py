@@ -36,6 +36,7 @@ from crowddb.anonymize.encoding import Encoding
 from crowddb.anonymize.generalize import Release, class_boxes
 from crowddb.anonymize.metrics import compact, lex_ids
 from crowddb.anonymize.mondrian import mondrian_groups
+from crowddb.anonymize.ties import less
 from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
 
 
@@ -162,7 +163,7 @@ def _choose(enc: Encoding, k: int, levels: list[np.ndarray], sdims: list[int], s
     stop = [np.ones(len(best), bool)]
     for i in range(len(levels) - 2, -1, -1):
         below = np.bincount(parents[i + 1], weights=best, minlength=len(costs[i]))
-        here = costs[i] <= below * (1 + 1e-9) + 1e-12  # ties: the coarser class (the larger anonymity set)
+        here = ~less(below, costs[i])  # ties (ties.py): the coarser class (the larger anonymity set)
         stop.insert(0, here)
         best = np.where(here, costs[i], below)
     # top-down: each row's stage-1 class is its ancestor at the first level that stops
@@ -187,7 +188,7 @@ def shared_mondrian(enc: Encoding, k: int, shared: list[str], *, strict: bool = 
     best = None
     for steps in ((2,) if len(sdims) == 1 else (1, 2)):
         cost, final = _choose(enc, k, _ladder(enc, k, sdims, sensitive, l, steps), sdims, strict, sensitive, l)
-        if best is None or cost < best[0] * (1 - 1e-9):
+        if best is None or less(cost, best[0]):  # ties (ties.py): the first ladder
             best = (cost, final)
     final = best[1]
     groups, lo, hi = _stage2(enc.codes, enc.scale_of(), k, final, sdims, strict, sensitive, l)
