@@ -32,6 +32,7 @@ from .errors import (
     SQLParseError,
     UnknownColumnError,
     UnknownOperatorError,
+    duckdb_error,
 )
 from .lineage import follow, is_tracked
 from .operators.context import OperatorContext
@@ -247,6 +248,30 @@ class QueryPlan:
         lines.append(f"total: {self.hits} HITs, {self.assignments} assignments, est. ${self.estimated_cost:,.2f}")
         return "\n".join(lines)
 
+    def __repr__(self) -> str:  # the plan itself, as a DuckDB relation's repr is its rows
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: one table row per human operator, the table functions' guarantees, the total."""
+        import html
+
+        rows = [{"operator": f"{p.operator} ({p.kind})", "rows": p.input_rows, "items": p.items,
+                 "cached": p.cached_items, "HITs": p.hits, "assignments": p.assignments,
+                 "est. $": f"{p.estimated_cost:,.2f}", "k": p.k if p.k else "-", "anonymizer": p.anonymizer,
+                 "NCP %": "-" if p.ncp is None else f"{p.ncp:.2f}",
+                 "note": p.note, "withheld": _withheld_text(p.withheld)} for p in self.operators]
+        parts = [f"<p><code>{html.escape(' '.join(self.query.split()))}</code></p>"]
+        if self.steps:
+            parts.append(f"<p>plan: {html.escape(', '.join(f'{i}. {s}' for i, s in enumerate(self.steps, 1)))}</p>")
+        if rows:
+            parts.append(pd.DataFrame(rows).to_html(index=False, escape=True))
+        for r in self.reports:
+            parts.append(f"<p>{html.escape(str(r.get('operator')))}: epsilon={html.escape(str(r.get('epsilon')))}, "
+                         f"delta={html.escape(str(r.get('delta')))} ({html.escape(str(r.get('guarantee', '')))})</p>")
+        parts.append(f"<p>total: {self.hits} HITs, {self.assignments} assignments, "
+                     f"est. ${self.estimated_cost:,.2f}</p>")
+        return "".join(parts)
+
 
 def _withheld_text(withheld: Mapping[str, str]) -> str:
     """The columns lineage keeps out of the HITs, with why; columns left out only for not being core are counted."""
@@ -325,6 +350,26 @@ class CrowdDB:
                     _drop_answers(*kept)
         self.__dict__["_kept_temps"] = []
         self.__dict__["con"] = None
+
+    def __repr__(self) -> str:
+        if self.__dict__.get("con") is None:
+            return "<CrowdDB (closed)>"
+        tables = sorted(declared_tables(self.con))
+        return (f"<CrowdDB {self.database!r} (platform {self.platform.name}, seed {self.seed}, "
+                f"{'no budget' if self.budget is None else f'budget ${self.budget:,.2f}'}); "
+                f"tables with roles: {', '.join(tables) if tables else 'none'}; "
+                f"operators: {', '.join(sorted(self.registry.name_set()))}>")
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the repr and what each crowd run of this database bought (``crowddb_runs``)."""
+        import html
+
+        if self.__dict__.get("con") is None:
+            return html.escape(repr(self))
+        runs = self.con.sql("SELECT operator, count(*) AS runs, sum(hits)::BIGINT AS hits, "
+                            "sum(assignments)::BIGINT AS assignments, round(sum(cost), 2) AS usd "
+                            "FROM crowddb_runs GROUP BY operator ORDER BY operator").df()
+        return f"<p>{html.escape(repr(self))}</p>" + (runs.to_html(index=False) if len(runs) else "<p>no crowd run yet</p>")
 
     def __enter__(self) -> CrowdDB:  # noqa: PYI034 (typing.Self needs Python 3.11)
         return self
@@ -808,6 +853,8 @@ class CrowdDB:
             with registered(self.con, **{view: frame}):
                 return self._load(table, _sql.select_all(view), replace, quasi_identifiers, sensitive, core,
                                   ground_truth, key, kinds)
+        except CrowdDBError:
+            raise
         except duckdb.Error as err:  # registering a frame DuckDB cannot scan
             raise ArgumentError(f"load_frame: DuckDB cannot read this {type(frame).__name__}: {err}") from None
 
@@ -975,10 +1022,13 @@ def _param(value: Any) -> exp.Expression:
 
 
 def _query_error(err: duckdb.Error) -> CrowdDBError:
-    message = str(err)
-    if isinstance(err, duckdb.BinderException) and "not found" in message.lower() and "column" in message.lower():
-        return UnknownColumnError(message)
-    return QueryError(message)
+    """DuckDB's error as crowddb's (still catchable as DuckDB's own class); crowddb's own errors pass unchanged."""
+    if isinstance(err, CrowdDBError):
+        return err
+    message = str(err).lower()
+    if isinstance(err, duckdb.BinderException) and "not found" in message and "column" in message:
+        return duckdb_error(UnknownColumnError, err)
+    return duckdb_error(QueryError, err)
 
 
 #: the options ``connect()`` takes besides database, platform and seed

@@ -31,12 +31,14 @@ def run_demo(database: str = ":memory:", rows: int = 2000, seed: int = 7) -> Non
         print(db.explain(query), "\n")
         jobs = db.sql(query)
         print(jobs.df().head(8).to_string(index=False), "\n")
+        print("The plan it ran (db.last_plan):")
         print(db.last_plan, "\n")
-        agree = db.sql(f"""
+        asked, agree = db.sql(f"""
             WITH j AS ({query})
-            SELECT avg((j.job = a.occupation)::INT) AS agree FROM j JOIN adult a USING (id)""").fetchall()[0][0]
-        print(f"The crowd's job equals the person's real occupation for {agree:.1%} of the rows "
-              f"(simulated workers, mean quality {db.sql('SELECT avg(quality) FROM crowddb_workers').fetchall()[0][0]:.2f}).\n")
+            SELECT count(*), avg((j.job = a.occupation)::INT) FROM j JOIN adult a USING (id)""").fetchall()[0]
+        quality = db.sql("SELECT avg(quality) FROM crowddb_workers").fetchall()[0][0]
+        print(f"The crowd's job equals the person's real occupation for {agree:.1%} of the {asked:,} people asked "
+              f"about (simulated workers, mean quality {quality:.2f}, who saw only the generalized rows).\n")
         print("A published HIT item (what a worker sees):")
         print(db.sql("SELECT content FROM crowddb_hit_items LIMIT 3").df().to_string(index=False), "\n")
         pick = """
@@ -51,6 +53,9 @@ def run_demo(database: str = ":memory:", rows: int = 2000, seed: int = 7) -> Non
         other = pick.format(f"BETWEEN {int(rows) + 1} AND {2 * int(rows)}")  # people no release has shown
         print("QUERY", " ".join(other.split()))
         print(db.sql(other).df().to_string(index=False), "\n")
+        print("The plan it ran (db.last_plan):")
         print(db.last_plan, "\n")
-        print(db.sql("SELECT count(*) AS operator_runs, sum(hits) AS hits, sum(assignments) AS assignments, sum(cached_items) AS cached_items, sum(cost) AS usd FROM crowddb_runs")
-              .df().to_string(index=False))
+        print("The bill (every operator run of this session, from crowddb_runs):")
+        print(db.sql("""SELECT count(*) AS operator_runs, sum(hits)::BIGINT AS hits,
+                               sum(assignments)::BIGINT AS assignments, sum(cached_items)::BIGINT AS cached_items,
+                               round(sum(cost), 2) AS usd FROM crowddb_runs""").df().to_string(index=False))

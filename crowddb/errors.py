@@ -1,14 +1,23 @@
-"""One error hierarchy for crowddb: every error a user can trigger is a CrowdDBError raised at the boundary."""
+"""One error hierarchy for crowddb: every error a user can trigger is a CrowdDBError raised at the boundary.
+
+Errors of the SQL surface are DuckDB's too, as a DuckDB user's code expects: a typo in a crowd query is a
+``SQLParseError`` and a ``duckdb.ParserException``; a statement DuckDB rejected on crowddb's behalf is a ``QueryError``
+of DuckDB's own class (``except duckdb.CatalogException`` catches a missing table in a crowd query as in plain SQL).
+This module imports duckdb only for those exception classes."""
 
 from __future__ import annotations
+
+import functools
+
+import duckdb
 
 
 class CrowdDBError(Exception):
     """Base class of every error crowddb raises on purpose."""
 
 
-class SQLParseError(CrowdDBError):
-    """The SQL text could not be parsed."""
+class SQLParseError(CrowdDBError, duckdb.ParserException):
+    """The SQL text could not be parsed (also a ``duckdb.ParserException``)."""
 
 
 class UnknownOperatorError(CrowdDBError):
@@ -53,10 +62,32 @@ class AnswersOutstandingError(PlatformError):
         self.total = total              # assignments the HITs asked for
 
 
-class QueryError(CrowdDBError):
-    """DuckDB rejected a query that crowddb ran on the user's behalf; the message is DuckDB's."""
+class QueryError(CrowdDBError, duckdb.Error):
+    """DuckDB rejected a query that crowddb ran on the user's behalf; the message is DuckDB's, and ``duckdb_error``
+    makes it an instance of DuckDB's class of that error as well."""
+
+
+@functools.cache
+def _with_duckdb_class(cls: type[CrowdDBError], duck: type[duckdb.Error]) -> type[CrowdDBError]:
+    """``cls`` that is also DuckDB's ``duck`` (one class per pair, named like both; kept on this module so it
+    pickles)."""
+    if issubclass(cls, duck):
+        return cls
+    name = f"{cls.__name__}_{duck.__name__}"
+    made = type(name, (cls, duck), {"__module__": __name__, "__doc__": cls.__doc__, "__qualname__": name})
+    globals()[name] = made
+    return made
+
+
+def duckdb_error(cls: type[CrowdDBError], err: duckdb.Error) -> CrowdDBError:
+    """A crowddb error of class ``cls`` with DuckDB's message that ``except type(err)`` catches too."""
+    return _with_duckdb_class(cls, type(err))(str(err))
 
 
 class PrivacyBudgetError(PrivacyError):
     """A differentially private release would overspend a table's epsilon budget (nothing was released or charged),
     or the budget ledger was written around the API (plain SQL) or edited (its hash chain is broken)."""
+
+
+class CrowdDBWarning(UserWarning):
+    """Something worked but may not be what the user meant (e.g. a release with no rows), said with the reason."""

@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 import sqlglot
@@ -1013,6 +1014,12 @@ def parse(sql: str) -> list[exp.Expression]:
     try:
         return [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except sqlglot.errors.SqlglotError as err:
+        try:  # DuckDB's own words for a typo, as plain SQL would get them ("syntax error at or near ...")
+            duckdb.extract_statements(sql)
+        except duckdb.ParserException as duck:
+            raise SQLParseError(str(duck)) from None
+        except duckdb.Error:
+            pass
         first = (getattr(err, "errors", None) or [{}])[0]  # a TokenError carries no positions
         where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
         raise SQLParseError(f"malformed SQL{where}: {first.get('description', err)}") from None

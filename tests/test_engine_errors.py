@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pickle
+
+import duckdb
 import pytest
 from conftest import people_frame
 
@@ -10,6 +13,7 @@ from crowddb.errors import (
     CrowdDBError,
     EmptyInputError,
     PrivacyError,
+    QueryError,
     SQLParseError,
     UnknownColumnError,
     UnknownOperatorError,
@@ -17,7 +21,7 @@ from crowddb.errors import (
 
 
 @pytest.mark.parametrize("query, error, words", [
-    ("SELECT getposition(* FROM people", SQLParseError, "malformed SQL"),
+    ("SELECT getposition(* FROM people", SQLParseError, r"syntax error at or near \"FROM\""),
     ("SELECT getposition(nope) FROM people", UnknownColumnError, "nope"),
     ("SELECT getposition(*) FROM people WHERE nope > 1", UnknownColumnError, "nope"),
     ("SELECT getposition(*) FROM ghosts", CrowdDBError, "ghosts"),
@@ -141,3 +145,21 @@ def test_every_call_of_every_statement_is_bound_before_the_first_pays(db, query,
     assert db.sql("SELECT count(*) FROM crowddb_hits").fetchall() == [(0,)]  # the first operator bought nothing
     with pytest.raises(ArgumentError, match=words):
         db.explain(query)
+
+
+@pytest.mark.parametrize("query, duck, ours, words", [
+    ("SELEC id, getposition(*) FROM people", duckdb.ParserException, SQLParseError, 'syntax error at or near "SELEC"'),
+    ("SELECT id, getposition(*) FROM peoplex", duckdb.CatalogException, QueryError, "peoplex does not exist"),
+    ("SELECT idx, getposition(*) FROM people", duckdb.BinderException, UnknownColumnError, '"idx" not found'),
+])
+def test_crowd_query_errors_are_duckdbs_too(db, query, duck, ours, words):
+    """A DuckDB user's ``except duckdb.ParserException`` catches a typo in a crowd query as in plain SQL, and the
+    error is crowddb's as well; it pickles (a worker process can send it back)."""
+    plain = query.replace(", getposition(*)", "")
+    with pytest.raises(duck, match=words.replace('"', '.')):
+        db.sql(plain)  # plain SQL: DuckDB's own error
+    with pytest.raises(duck, match=words.replace('"', '.')) as caught:
+        db.sql(query)
+    assert isinstance(caught.value, ours) and isinstance(caught.value, CrowdDBError)
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert type(again) is type(caught.value) and str(again) == str(caught.value)

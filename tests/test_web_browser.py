@@ -2,13 +2,15 @@
 and Selenium) drives the whole loop of a crowd query on the web crowd, and a participant's arrival through the
 study link with the completion code and the redirect.
 
-These tests never skip: without Chromium and chromedriver they FAIL (``.ci/run`` installs both, Debian packages
-``chromium`` and ``chromium-driver``; the browser cannot be downloaded here). Screenshots of the worker and requester
+Without Chromium and chromedriver (Debian packages ``chromium`` and ``chromium-driver``; the browser cannot be
+downloaded by a test tool here) they are skipped with the reason in the summary on a developer's machine, and FAIL
+under CI (``CI`` set to a true value, as ``.ci/run`` does after installing both): CI must run them. Screenshots of the worker and requester
 pages go to /tmp/crowddb-screens/ (outside the repository)."""
 
 from __future__ import annotations
 
 import base64
+import os
 import re
 import shutil
 import socket
@@ -40,8 +42,11 @@ QUERY = "SELECT id, getposition(*, k := 3, assignments := 3) AS job FROM adult W
 def _binary(name: str, fallback: str) -> str:
     found = shutil.which(name) or (fallback if Path(fallback).exists() else None)
     if found is None:
-        pytest.fail(f"{name} is missing: the HIT-page tests drive Debian's Chromium through its chromedriver and must "
-                    f"run, not skip; .ci/run installs them (apt-get install chromium chromium-driver)")
+        reason = (f"{name} is missing: the HIT-page tests drive Debian's Chromium through its chromedriver "
+                  "(apt-get install chromium chromium-driver)")
+        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
+            pytest.fail(f"{reason}; under CI they must run, not skip (.ci/run installs them)")
+        pytest.skip(reason)
     return found
 
 

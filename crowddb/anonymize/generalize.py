@@ -52,6 +52,34 @@ class Release:
             self._hi = self._boxes[1][self.pre_class]
         return self._hi
 
+    def __repr__(self) -> str:
+        m = self.metrics
+        return (f"<Release {m.get('method', '?')} k={m.get('k')}: {m.get('n_rows', len(self.groups)):,} rows in "
+                f"{m.get('n_groups', '?'):,} classes (smallest {m.get('min_group_size', '?')}), "
+                f"NCP {m.get('ncp', float('nan')):.2f}%, quasi-identifiers {', '.join(self.quasi_identifiers)}>")
+
+    def classes(self, limit: int | None = None) -> pd.DataFrame:
+        """One row per equivalence class, largest first (ties by class number): its rows and each QI's label."""
+        groups = np.asarray(self.groups)
+        sizes = np.bincount(groups)
+        order = np.lexsort((np.arange(len(sizes)), -sizes))  # largest first, then the class number
+        order = order[sizes[order] > 0][:limit]
+        first = np.full(len(sizes), -1)
+        first[groups[::-1]] = np.arange(len(groups))[::-1]  # each class's first row
+        out = pd.DataFrame({"class": order, "rows": sizes[order]})
+        for q in self.quasi_identifiers:
+            out[q] = self.table[q].to_numpy()[first[order]]
+        return out
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the summary line and the 20 largest classes (what a worker sees of each)."""
+        import html
+
+        classes = self.classes(limit=20)
+        shown = f" (the {len(classes)} largest)" if len(classes) < self.metrics.get("n_groups", 0) else ""
+        return (f"<p>{html.escape(repr(self))}</p><p>classes{shown}:</p>"
+                + classes.to_html(index=False, escape=True))
+
     def decode(self, row: int) -> dict[str, list]:
         """Values each QI of row ``row`` may take, decoded from its box."""
         return {q: self.encoding[q].decode(self.lo[row, j], self.hi[row, j])

@@ -49,6 +49,9 @@ class Platform(abc.ABC):
     """Where HITs go. A real marketplace implements publish/collect; the simulated crowd answers in-process."""
 
     name: str = "platform"
+    #: capability: answers only from a ground-truth column of the input (``knowledge``), as a simulated crowd does;
+    #: crowddb refuses, before anything is recorded or published, a purchase whose input has none
+    needs_knowledge: bool = False
 
     @abc.abstractmethod
     def workers(self) -> pd.DataFrame:

@@ -22,6 +22,7 @@ class SimulatedCrowd(Platform):
     """An in-process crowd of ``n_workers`` whose qualities are drawn from Beta(a, b) (default mean 0.8)."""
 
     name = "simulated"
+    needs_knowledge = True  # its workers answer from the input's hidden ground-truth column
 
     def __init__(self, n_workers: int = 100, quality: tuple[float, float] = (8.0, 2.0),
                  seed: int | np.random.Generator | None = None,

@@ -3,6 +3,9 @@
 ``adult.csv.gz`` is the UCI Adult ("Census Income") training split with every row holding a ``?`` removed
 (30,162 rows), an ``id`` column added and column names made SQL-friendly. Source: Kohavi & Becker, UCI Machine
 Learning Repository, DOI 10.24432/C5XW20, licensed CC BY 4.0 (see ``ADULT_LICENSE.txt``).
+
+``hierarchies/<column>.csv`` are ARX's generalization hierarchies for Adult's categorical columns and age
+(``leaf;level 1;...;*``, Apache-2.0, see ``hierarchies/NOTICE.txt``): ``adult_hierarchy('workclass')``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["ADULT_QUASI_IDENTIFIERS", "OCCUPATION_CATEGORY", "adult_path", "load_adult"]
+__all__ = ["ADULT_HIERARCHIES", "ADULT_QUASI_IDENTIFIERS", "OCCUPATION_CATEGORY", "adult_hierarchy", "adult_path",
+           "load_adult"]
+
+#: the Adult columns with a shipped ARX hierarchy
+ADULT_HIERARCHIES = ("age", "education", "marital_status", "native_country", "occupation", "race", "sex", "workclass")
 
 # The 8 quasi-identifiers of the Mondrian / NCP literature (qiyuangong/Mondrian), with our column names.
 ADULT_QUASI_IDENTIFIERS = [
@@ -33,6 +40,15 @@ OCCUPATION_CATEGORY = {
 def adult_path() -> Path:
     """Path of the shipped, compressed cleaned Adult CSV (readable by DuckDB's read_csv and by pandas)."""
     return Path(str(resources.files(__name__) / "adult.csv.gz"))
+
+
+def adult_hierarchy(column: str) -> Path:
+    """Path of ARX's generalization hierarchy for an Adult column (``ANONYMIZE(..., hierarchies := {...})``)."""
+    if column not in ADULT_HIERARCHIES:
+        from crowddb.errors import ArgumentError
+
+        raise ArgumentError(f"no hierarchy ships for Adult's column {column!r}; these do: {list(ADULT_HIERARCHIES)}")
+    return Path(str(resources.files(__name__) / "hierarchies" / f"{column}.csv"))
 
 
 def load_adult() -> pd.DataFrame:

@@ -161,8 +161,9 @@ class HumanOperatorRun:
         items = self._items(self.shown)
         cached, have, hits, layout = self.purchase.prepare(items, 1)
         plan = self._plan(items, have, hits, metrics)
-        if self.estimating and len(hits):  # explain(): would the guard of k-anonymity across releases refuse it?
-            refusal = self.purchase.refusal(items, layout, self.shown)
+        if self.estimating and len(hits):  # explain(): would the platform or the guard of k-anonymity refuse it?
+            refusal = (self.purchase.platform_refusal(knowledge(self.call.frame, self.call.frame[self.call.published]))
+                       or self.purchase.refusal(items, layout, self.shown))
             if refusal:
                 plan.note = "; ".join(filter(None, [plan.note, f"would be refused: {refusal}"]))
         self.plan = plan

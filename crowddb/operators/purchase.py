@@ -150,6 +150,16 @@ class Purchase:
         return got[got["rank"] < self.op.assignments].drop(columns="rank")
 
     # -------------------------------------------------------------------------------------------------- buy
+    def platform_refusal(self, knowledge: KnowledgeBase | None) -> str | None:
+        """Why the platform could not answer HITs of this call (a simulated crowd without a ground-truth column to
+        answer from), or None; explain() says the same (``HumanOperatorRun._plan_call``)."""
+        platform = self.ctx.platform
+        if knowledge is None and getattr(platform, "needs_knowledge", False):
+            return (f"{self.op.name}: the {platform.name} crowd answers from a ground-truth column of the input, and "
+                    "this input has none: declare one (role 'ground_truth', e.g. load_frame(..., ground_truth='job')) "
+                    "or connect to a platform of real people (crowddb.connect(platform=WebCrowd(...)))")
+        return None
+
     def buy(self, items: pd.DataFrame, cached: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame,
             shown: pd.DataFrame, knowledge: KnowledgeBase | None, bar: Any, round_no: int) -> pd.DataFrame:
         """Buy the missing answers of one round: returns every answer of its items (item_id, worker_id, answer)."""
@@ -162,6 +172,9 @@ class Purchase:
         ident = items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence"]]
         answers = [cached.merge(ident, on=["item_key", "occurrence"])[["item_id", "worker_id", "answer"]]]
         if len(hits):
+            refusal = self.platform_refusal(knowledge)
+            if refusal:  # before the write-ahead record: nothing is on record as publishing
+                raise PlatformError(refusal)
             batch = hit_batch(items, hits, layout, shown, self.question, self.domain, op.reward, op.fee,
                               next(iter(self.call.args.values()), None))  # a group operator's first argument (the job)
             platform = self.ctx.platform

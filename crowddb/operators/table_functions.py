@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,7 +21,7 @@ from sqlglot import exp
 from .. import _sql
 from .._duck import setting
 from ..arguments import NUMBER, REQUIRED, SEED, Param, bind, check_finite
-from ..errors import ArgumentError, CrowdDBError, EmptyInputError, PrivacyError, UnknownColumnError
+from ..errors import ArgumentError, CrowdDBError, CrowdDBWarning, EmptyInputError, PrivacyError, UnknownColumnError
 from ..store import TableRoles, composition, privacy
 from .context import OperatorContext
 
@@ -229,6 +230,8 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
         result = synthesize(frame[args["object"]].to_numpy(), frame[args["source"]].to_numpy(), x,
                             seed=_seed(ctx, args["seed"]), **options)
     summary = dict(result.summary)
+    if not len(result.rows):
+        warnings.warn(_nothing_synthesized(result.report, args), CrowdDBWarning, stacklevel=2)
     report = {"operator": "PRIVATE_SYNTH", **{k: v for k, v in summary.items() if k != "parameters"},
               "guarantee": summary.get("guarantee", summary.get("scope")),
               "table": result.report.drop(columns=["bandwidth"], errors="ignore")}
@@ -239,6 +242,16 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
                            summary.get("delta_release"), options,
                            {k: v for k, v in summary.items() if k != "parameters"}, objects=log)
     return TableResult(result.rows[["object", "value"]].reset_index(drop=True), report, release)
+
+
+def _nothing_synthesized(report: pd.DataFrame, args: dict[str, Any]) -> str:
+    """Why PRIVATE_SYNTH released no row, in counts of the objects' reasons, and what to change."""
+    reasons = report["reason"].where(report["reason"] != "", "no candidate passed the privacy test")
+    why = "; ".join(f"{n} object(s): {reason}" for reason, n in reasons.value_counts(sort=False).items())
+    claims = int(report["n_claims"].max()) if len(report) else 0
+    return (f"PRIVATE_SYNTH released no rows ({why}). Objects with fewer than k={args['k']} claims are withheld: "
+            f"the most claims of one object here is {claims}; lower k (k := {max(claims, 2)}), collect more claims "
+            "per object, or pass small_objects := 'release' (no guarantee for them)")
 
 
 # ------------------------------------------------------------------------------ epsilon budget: the charges

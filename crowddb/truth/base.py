@@ -266,6 +266,24 @@ class TruthMethod:
     def _fit(self, ans: Answers) -> FitResult:
         raise NotImplementedError
 
+    def __repr__(self) -> str:
+        shown = f"{type(self).__name__}(tol={self.tol:g}, max_iter={self.max_iter}, seed={self.seed!r})"
+        if not hasattr(self, "truths_"):
+            return f"{shown}: not fitted"
+        return (f"{shown}: fitted on {len(self.answers_.val):,} answers of {len(self.truths_):,} objects by "
+                f"{len(self.source_weights_):,} sources in {self.n_iter_} iterations")
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the repr, then the first truths with their confidence and the sources' weights."""
+        import html
+
+        if not hasattr(self, "truths_"):
+            return f"<p>{html.escape(repr(self))}</p>"
+        truths = pd.concat([self.truths_, self.confidences_], axis=1).head(10)
+        weights = self.source_weights_.sort_values(ascending=False, kind="stable").head(10).to_frame()
+        return (f"<p>{html.escape(repr(self))}</p><p>truths (first 10):</p>{truths.to_html(escape=True)}"
+                f"<p>source weights (10 highest):</p>{weights.to_html(escape=True)}")
+
 
 class CategoricalMethod(TruthMethod):
     """A method whose values are class labels; truths are labels, confidences posterior probabilities."""
