@@ -572,22 +572,30 @@ def test_normalize_rows():
     np.testing.assert_allclose(out3, [[1 / 3, 1 / 3, 1 / 3]])
 
 
+def _tied_with_max(row):
+    """The tie rule, restated: x ties with the row maximum m when |m - x| <= 1e-11 * max(|m|, |x|) + 1e-300."""
+    m = max(row)
+    return [x == m or abs(m - x) <= 1e-11 * max(abs(m), abs(x)) + 1e-300 for x in row]
+
+
 def test_argmax_rows():
-    p = np.array([[0.2, 0.5, 0.5], [0.9, 0.05, 0.05], [0.3, 0.3, 0.3]])
-    assert base.argmax_rows(p).tolist() == [1, 0, 0]
-    rng_seed = 3
-    got = base.argmax_rows(p, np.random.default_rng(rng_seed))
-    r = np.random.default_rng(rng_seed).random(p.shape)
-    exp = []
-    for i in range(3):
-        mx = max(p[i])
-        exp.append(int(np.argmax([p[i, j] + (r[i, j] * 1e-9 if p[i, j] == mx else 0.0) for j in range(3)])))
-    assert got.tolist() == exp
+    # row 3: 0.1 + 0.2 (= 0.30000000000000004) and 0.3 are one ulp apart, tied by the rule
+    p = np.array([[0.2, 0.5, 0.5], [0.9, 0.05, 0.05], [0.3, 0.3, 0.3], [0.3, 0.1 + 0.2, 0.2]])
+    assert base.argmax_rows(p).tolist() == [1, 0, 0, 0]
+    for rng_seed in range(3, 13):
+        got = base.argmax_rows(p, np.random.default_rng(rng_seed))
+        r = np.random.default_rng(rng_seed).random(p.shape)
+        exp = []
+        for i in range(len(p)):  # the largest draw among the tied classes, the first on equal draws
+            tied = _tied_with_max(p[i].tolist())
+            exp.append(max((j for j in range(3) if tied[j]), key=lambda j: (r[i, j], -j)))
+        assert got.tolist() == exp
     # ties broken at random: over many seeds every tied class wins sometimes, the non-maximal never
     wins = {base.argmax_rows(p[:1], np.random.default_rng(s))[0] for s in range(40)}
     assert wins == {1, 2}
-    # a gap larger than the tie noise is never flipped
+    # a gap of 5e-10 (1e-9 relative) is 100 times the tie tolerance: never a tie, never flipped
     q = np.array([[0.5, 0.5 - 5e-10]])
+    assert base.argmax_rows(q[:, ::-1]).tolist() == [1]
     assert {base.argmax_rows(q, np.random.default_rng(s))[0] for s in range(40)} == {0}
 
 
@@ -1400,13 +1408,14 @@ class _FixedRandom:
         return self.values
 
 
-def test_argmax_rows_noise_is_scaled_by_1e_9():
+def test_argmax_rows_random_tie_takes_the_largest_draw():
     p = np.array([[0.5, 0.5, 0.1]])
-    # p + r * 1e-9 on the tied maxima: 0.5 + 3e-10 and 0.5 + (3e-10 + 1e-21) round to the same double -> lowest code
+    # the draws themselves are compared (no longer added to p as r * 1e-9, which rounded close draws together and
+    # lost them entirely once p is large): the larger draw wins however close, equal draws give the lower code
     r = np.array([[0.3, 0.3 + 1e-12, 0.9]])
-    assert 0.5 + 0.3 * 1e-9 == 0.5 + (0.3 + 1e-12) * 1e-9
-    assert base.argmax_rows(p, _FixedRandom(r)).tolist() == [0]
-    # resolvable difference -> the larger draw wins; the non-maximal class gets no noise even with the largest draw
+    assert base.argmax_rows(p, _FixedRandom(r)).tolist() == [1]
+    assert base.argmax_rows(p, _FixedRandom(np.array([[0.3, 0.3, 0.9]]))).tolist() == [0]
+    # resolvable difference -> the larger draw wins; the non-maximal class never wins, even with the largest draw
     r2 = np.array([[0.3, 0.6, 0.99]])
     assert base.argmax_rows(p, _FixedRandom(r2)).tolist() == [1]
 

@@ -276,11 +276,13 @@ def votes_ref(rows, w=None):
 
 
 def argmax_first(xs):
-    best = 0
+    """The tie rule of the label choice, restated: the lowest index among the scores that equal the largest one up to
+    |m - x| <= 1e-11 * max(|m|, |x|) + 1e-300 (so a last-bit difference from summation order is a tie)."""
+    m = max(xs)
     for i, x in enumerate(xs):
-        if x > xs[best]:
-            best = i
-    return best
+        if x == m or abs(m - x) <= 1e-11 * max(abs(m), abs(x)) + 1e-300:
+            return i
+    raise AssertionError("unreachable: the maximum ties with itself")
 
 
 def norm(xs):

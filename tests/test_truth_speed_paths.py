@@ -113,6 +113,12 @@ def test_incidence_equals_the_coo_built_matrix_sorted_or_not():
         assert np.array_equal(DawidSkene._incidence(ans).toarray(), ref)
 
 
+def _first_of_tied(xs):
+    """The label tie rule, restated: the lowest index within 1e-11 relative (+1e-300) of the largest score."""
+    m = max(xs)
+    return next(i for i, x in enumerate(xs) if x == m or abs(m - x) <= 1e-11 * max(abs(m), abs(x)) + 1e-300)
+
+
 def _reference_ds(ans, tol=1e-6, max_iter=100, smoothing=0.0, diag_prior=0.0):
     """The (objects x classes) EM the (classes x objects) one replaced, written out densely."""
     k, w = ans.n_classes, ans.n_sources
@@ -140,7 +146,7 @@ def _reference_ds(ans, tol=1e-6, max_iter=100, smoothing=0.0, diag_prior=0.0):
         if (ll - ll_old) / len(ans.val) < tol:
             break
         ll_old = ll
-    truth = post.argmax(axis=1)
+    truth = np.array([_first_of_tied(row) for row in post.tolist()], dtype=np.int64)
     weights = (np.diagonal(cm, axis1=1, axis2=2) * priors).sum(axis=1)
     return truth, post[np.arange(ans.n_objects), truth], weights, n_iter, cm, post, priors
 

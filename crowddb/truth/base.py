@@ -352,12 +352,46 @@ def normalize_rows(m: np.ndarray) -> np.ndarray:
     return out
 
 
+#: relative tolerance of the tie rule of :func:`argmax_rows`. Posteriors are ``exp(log-score - max)`` normalized, so
+#: their relative gap is the absolute gap of the log-scores, sums of hundreds of logs whose last bits depend on the
+#: order of the answers (at |log-score| ~ 1e4 one ulp is ~2e-12, hence not 1e-12); a gap of 1e-9 relative (the
+#: smallest the pins treat as real, 0.5 vs 0.5 - 5e-10) stays 100 times above it.
+TIE_REL_TOL = 1e-11
+#: absolute part of the tie rule: it only matters for scores within 1e-300 of zero (e.g. underflowed posteriors)
+TIE_ABS_TOL = 1e-300
+
+
+def tied_with_max(p: np.ndarray) -> np.ndarray:
+    """Boolean mask, same shape as the 2-D ``p``: the entries that equal their row's maximum under the tie rule of
+    :func:`argmax_rows`. Integer scores (vote counts) are exact, so they tie only when equal. NaN is never tied, and
+    the maximum skips it (a row of NaN has nothing tied)."""
+    if p.dtype.kind in "iub":
+        return p == p.max(axis=1, keepdims=True)
+    m = np.fmax.reduce(p, axis=1, keepdims=True)  # fmax skips NaN (NaN only for an all-NaN row)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: an infinity ties only with itself (p == m)
+        near = np.abs(m - p) <= TIE_REL_TOL * np.maximum(np.abs(m), np.abs(p)) + TIE_ABS_TOL
+    return (p == m) | (near & np.isfinite(p) & np.isfinite(m))
+
+
 def argmax_rows(p: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Row argmax; ties go to the lowest class code, or are broken at random when ``rng`` is given."""
+    """Per row, the class code with the largest score, ties broken by a stated rule instead of the last bit.
+
+    Rule: a class ties with the row maximum m when ``|m - x| <= TIE_REL_TOL * max(|m|, |x|) + TIE_ABS_TOL``
+    (1e-11 relative, 1e-300 absolute; exact equality for infinities and integer scores); among the tied classes the
+    lowest class code wins (the first position, as in crowddb/anonymize/ties.py; codes follow the sorted labels, so
+    the smallest tied label), or, when ``rng`` is given, the one with the largest of ``rng.random(p.shape)`` (one
+    draw per cell, the first on equal draws), so every tied class is equally likely. NaN never wins; a row of NaN
+    gives code 0.
+
+    Why: the scores (weighted votes, EM posteriors) are float sums whose last bits depend on the order of the
+    answers, so two classes tied in exact arithmetic can come out an ulp apart either way; a plain argmax would then
+    pick the label by summation order (numpy version, machine, order of the input rows).
+    """
+    tied = tied_with_max(p)
     if rng is None:
-        return p.argmax(axis=1)
-    noise = rng.random(p.shape) * 1e-9 * (p == p.max(axis=1, keepdims=True))
-    return (p + noise).argmax(axis=1)
+        return tied.argmax(axis=1)  # first True: the lowest tied code (code 0 for a row with nothing tied)
+    draw = rng.random(p.shape)  # one draw per cell whatever the ties: a seed's stream does not depend on the scores
+    return np.where(tied, draw, -1.0).argmax(axis=1)  # draws are in [0, 1): an untied class (-1) never wins
 
 
 def numeric_confidence(ans: Answers, truth: np.ndarray, w_source: np.ndarray | None = None) -> np.ndarray:

@@ -10,6 +10,7 @@ from crowddb.truth.base import (
     CategoricalMethod,
     FitResult,
     NumericMethod,
+    argmax_rows,
     class_votes,
     normalize_rows,
     numeric_confidence,
@@ -94,7 +95,7 @@ class CRHCategorical(CategoricalMethod):
 
     def _fit(self, ans: Answers) -> FitResult:
         plain = class_votes(ans)
-        truth = plain.argmax(axis=1)
+        truth = argmax_rows(plain)
         w = np.ones(ans.n_sources)
         n_iter = 0
         for n_iter in range(1, self.max_iter + 1):
@@ -105,7 +106,9 @@ class CRHCategorical(CategoricalMethod):
             # loss) has no weighted vote; it takes its plain vote, as numeric CRH takes the plain mean
             unweighted = votes.sum(axis=1) <= 0
             votes[unweighted] = plain[unweighted]
-            new = votes.argmax(axis=1)
+            # the tie rule: weighted sums tied in exact arithmetic can differ in the last bit by the order of the
+            # answers; a plain argmax would let that pick the label, and through the 0-1 loss every later weight
+            new = argmax_rows(votes)
             changed = int((new != truth).sum())
             truth = new
             if changed == 0:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from crowddb.truth.base import Answers, CategoricalMethod, FitResult, class_votes, normalize_rows, register, segment_sum
+from crowddb.truth.base import (
+    Answers,
+    CategoricalMethod,
+    FitResult,
+    argmax_rows,
+    class_votes,
+    normalize_rows,
+    register,
+    segment_sum,
+)
 
 _EPS = 1e-10
 
@@ -96,7 +105,7 @@ class DawidSkene(CategoricalMethod):
         post = np.ascontiguousarray(post.T)
         self.priors_, self.confusion_ = priors, cm
         self.posteriors_ = post
-        truth = post.argmax(axis=1)
+        truth = argmax_rows(post)  # the tie rule: posteriors tied up to rounding give the lowest code
         # source weight: expected accuracy sum_k p_k * pi[w, k, k]
         weights = (np.diagonal(cm, axis1=1, axis2=2) * priors).sum(axis=1)
         return truth, post[np.arange(ans.n_objects), truth], weights, n_iter
@@ -132,5 +141,5 @@ class OneCoinDawidSkene(CategoricalMethod):
                 break
             ll_old = ll
         self.posteriors_, self.priors_ = post, priors
-        truth = post.argmax(axis=1)
+        truth = argmax_rows(post)  # the tie rule: posteriors tied up to rounding give the lowest code
         return truth, post[np.arange(n), truth], acc, n_iter

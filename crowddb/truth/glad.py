@@ -6,7 +6,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
-from crowddb.truth.base import Answers, CategoricalMethod, FitResult, class_votes, register, segment_sum
+from crowddb.truth.base import Answers, CategoricalMethod, FitResult, argmax_rows, class_votes, register, segment_sum
 from crowddb.truth.dawid_skene import _log_softmax_rows
 
 
@@ -70,5 +70,5 @@ class GLAD(CategoricalMethod):
                 break
             ll_old = ll
         self.posteriors_, self.alphas_, self.betas_ = post, alpha, np.exp(b)
-        truth = post.argmax(axis=1)
+        truth = argmax_rows(post)  # the tie rule: posteriors tied up to rounding give the lowest code
         return truth, post[np.arange(ans.n_objects), truth], alpha, n_iter

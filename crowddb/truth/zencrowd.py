@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from crowddb.errors import ArgumentError
-from crowddb.truth.base import Answers, CategoricalMethod, FitResult, class_votes, register, segment_sum
+from crowddb.truth.base import Answers, CategoricalMethod, FitResult, argmax_rows, class_votes, register, segment_sum
 from crowddb.truth.dawid_skene import _log_softmax_rows
 
 
@@ -41,5 +41,5 @@ class ZenCrowd(CategoricalMethod):
                 break
             ll_old = ll
         self.posteriors_ = post
-        truth = post.argmax(axis=1)
+        truth = argmax_rows(post)  # the tie rule: posteriors tied up to rounding give the lowest code
         return truth, post[np.arange(n), truth], r, n_iter
