@@ -435,7 +435,7 @@ class Planner:
 
     def _prepare_source(self, scope: exp.Select, item: exp.Expression) -> _Source:
         con = self.ctx.con
-        alias = item.alias_or_name
+        alias = item.alias_or_name or "unnamed_subquery"  # DuckDB's name for a FROM item written without one
         if isinstance(item, exp.Table) and not item.args.get("db") and isinstance(item.this, exp.Identifier):
             name = item.name
             visible = visible_ctes(scope)

@@ -158,3 +158,12 @@ def test_truth_discover_perturbed_on_the_base_install(monkeypatch):
         spent = db.sql("SELECT max(rho_spent) FROM crowddb_privacy_spent WHERE table_name = 'answers'").fetchall()[0][0]
         assert spent == pytest.approx(2 * 20 * 0.5**2 / 2)  # 2 releases x 20 answers per worker x rho(0.5)
     privacy.zcdp_epsilon.cache_clear()
+
+
+def test_crowd_query_over_a_subquery_without_alias(db):
+    """DuckDB names an unaliased FROM subquery itself; crowddb did not (it built ``""."rowid"``)."""
+    named = db.sql("SELECT id, getposition(*, k := 5) AS job FROM (SELECT * FROM people WHERE age > 30) t "
+                   "ORDER BY id").fetchall()
+    unnamed = db.sql("SELECT id, getposition(*, k := 5) AS job FROM (SELECT * FROM people WHERE age > 30) "
+                     "ORDER BY id").fetchall()
+    assert unnamed == named and len(named) == db.sql("SELECT count(*) FROM people WHERE age > 30").fetchall()[0][0]

@@ -1,4 +1,5 @@
-"""PrisCrowd (Sun et al., IJCAI 2019): privacy-aware synthesis of crowd claims with per-source reliability weights."""
+"""PrisCrowd (Huai et al., "Privacy-aware Synthesizing for Crowdsourced Data", IJCAI 2019): privacy-aware synthesis
+of crowd claims with per-source reliability weights."""
 
 from crowddb.synth.accounting import choose_t, compose, theorem2
 from crowddb.synth.api import SynthResult, synthesize
