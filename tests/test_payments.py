@@ -1,5 +1,6 @@
 """Issue 16: `crowddb payments --run N` (and the view crowddb_payouts) lists what each worker earned, with their
-marketplace id, in the CSV form marketplaces take for bulk bonus payments (``participant_id,amount``)."""
+marketplace id, in the CSV form marketplaces take for bulk bonus payments (``participant_id,amount``, then worker_id and
+assignments: the format the requester page's payments.csv has too)."""
 
 from __future__ import annotations
 
@@ -44,11 +45,15 @@ def test_payments_csv_lists_each_marketplace_worker_once_with_what_they_earned(t
     assert main(["payments", "--db", str(path), "--run", "1"]) == 0
     out, err = capsys.readouterr()
     ids = {"W0001": "5f1a", "W0002": "5f2b", "W0003": "5f3c"}
-    expected = [f"{ids[w]},{float(earned[w]):.2f}" for w in sorted(earned) if w in ids]
+    # one CSV for the CLI and the requester page (crowddb.crowd.payments): participant_id,amount first (Prolific's
+    # bulk bonus form), then worker_id,assignments; a worker without a marketplace id has an empty participant_id
+    expected = ["participant_id,amount,worker_id,assignments"] + [
+        f"{ids.get(w, '')},{float(earned[w]):.2f},{w},{count[w]}" for w in sorted(earned)]
     assert out.splitlines() == expected
     direct = sorted(w for w in earned if w not in ids)
-    assert [line.split()[2] for line in err.splitlines()] == direct
-    assert sum(Decimal(line.split(",")[1]) for line in out.splitlines()) == sum(earned[w] for w in ids if w in earned)
+    assert err.strip() == (f"crowddb: {len(direct)} of {len(earned)} workers came without a marketplace id (empty "
+                           "participant_id): pay them another way")
+    assert sum(Decimal(line.split(",")[1]) for line in out.splitlines()[1:]) == sum(earned.values())
 
 
 def test_payments_of_a_run_that_paid_nobody_say_so(tmp_path, capsys):
@@ -57,4 +62,4 @@ def test_payments_of_a_run_that_paid_nobody_say_so(tmp_path, capsys):
         pass
     assert main(["payments", "--db", str(path), "--run", "7"]) == 0
     out, err = capsys.readouterr()
-    assert out == "" and "run 7 paid nobody" in err
+    assert out == "participant_id,amount,worker_id,assignments\n" and "run 7 paid nobody" in err

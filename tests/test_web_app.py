@@ -236,9 +236,9 @@ def test_requester_page_and_payments_csv(market):
         assert panel in page
         csv = c.get(f"/r/{market.requester_token}/payments.csv?run=1")
         assert csv.headers["content-type"].startswith("text/csv")
-        assert csv.text == f"worker_id,participant_id,assignments,amount\n{alice_id},,2,0.40\n{bob_id},PB,2,0.40\n"
+        assert csv.text == f"participant_id,amount,worker_id,assignments\n,0.40,{alice_id},2\nPB,0.40,{bob_id},2\n"
         assert c.get(f"/r/{market.requester_token}/payments.csv?run=2").text == \
-            "worker_id,participant_id,assignments,amount\n"
+            "participant_id,amount,worker_id,assignments\n"
         assert c.get(f"/r/{market.requester_token}/payments.csv?run=x").status_code == 400
 
 

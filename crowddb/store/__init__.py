@@ -270,6 +270,24 @@ class Store:
         return self.con.execute("SELECT worker_id, marketplace_id, assignments, reward FROM crowddb_payouts "
                                 "WHERE run_id = ? ORDER BY worker_id", [run_id]).df()
 
+    def last_run(self) -> int:
+        """The id of the latest crowd run (0: none)."""
+        return int(self.con.execute("SELECT coalesce(max(run_id), 0) FROM crowddb_runs").fetchall()[0][0])
+
+    def purchases_since(self, run_id: int) -> dict[str, Any]:
+        """What the runs after ``run_id`` bought and left published: their run ids, HITs and assignments paid and
+        their cost, and the HITs (and assignments) still published, which a rerun collects without paying again."""
+        runs = [r for (r,) in self.con.execute("SELECT run_id FROM crowddb_runs WHERE run_id > ? ORDER BY run_id",
+                                               [run_id]).fetchall()]
+        hits, assignments, cost = self.con.execute(
+            "SELECT count(DISTINCT p.hit_id), count(*), coalesce(sum(p.reward + p.fee), 0) FROM crowddb_payments p "
+            "JOIN crowddb_hits h USING (hit_id) WHERE h.run_id > ?", [run_id]).fetchall()[0]
+        published, waiting = self.con.execute(
+            "SELECT count(*), coalesce(sum(assignments), 0) FROM crowddb_hits "
+            "WHERE run_id > ? AND status IN ('published', 'publishing')", [run_id]).fetchall()[0]
+        return {"runs": runs, "hits": int(hits), "assignments": int(assignments), "cost": float(cost),
+                "published": int(published), "waiting": int(waiting)}
+
     # -------------------------------------------------------------------------------------------------- releases
     def log_release(self, *, kind: str, method: str, k: int | None = None, epsilon: float | None = None,
                     delta: float | None = None, params: dict[str, Any], metrics: dict[str, Any],

@@ -24,11 +24,9 @@ Nothing of a row reaches a page except what the market holds: the published stri
 
 from __future__ import annotations
 
-import csv
 import functools
 import hmac
 import html
-import io
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -43,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from .. import payments
 from .market import InvalidAnswers, LeaseLost, Market, MarketError, NotFound, UnknownToken
 
 STUDY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
@@ -289,13 +288,9 @@ def create_app(market: Market, *, secret: str | None = None, study_params: Itera
 
 
 def payments_csv(market: Market, run_id: int | None) -> str:
-    """worker_id,participant_id,assignments,amount (US$, 2 decimals): the bulk bonus payment form."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["worker_id", "participant_id", "assignments", "amount"])
-    for row in market.earnings(run_id).itertuples(index=False):
-        writer.writerow([row.worker_id, row.participant_id or "", int(row.assignments), f"{row.reward:.2f}"])
-    return out.getvalue()
+    """What each worker earned on this page (in run ``run_id``, or all runs) as the payments CSV `crowddb payments`
+    prints too (``crowddb.crowd.payments``: participant_id,amount,worker_id,assignments)."""
+    return payments.payments_csv(market.earnings(run_id))
 
 
 def arrivals_svg(times: list[float], width: int = 560, height: int = 200) -> str:
