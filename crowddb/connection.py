@@ -30,16 +30,19 @@ from .errors import (
     PrivacyError,
     QueryError,
     SQLParseError,
+    StatementRefusedError,
     UnknownColumnError,
     UnknownOperatorError,
     duckdb_error,
 )
-from .lineage import follow, is_tracked
+from .lineage import follow, is_tracked, refuse_key_rewrite
 from .operators.context import OperatorContext
 from .operators.human import NOT_ESTIMATED, OperatorPlan
 from .operators.purchase import check_query_budget, collect_finished
 from .operators.table_functions import TABLE_FUNCTIONS
 from .planner import Planner, answer_column, parse
+from .privacy import gate
+from .privacy.gate import Gated
 from .replacement import Scans, call_in, caller_frame
 from .store import (
     Store,
@@ -303,6 +306,7 @@ class CrowdDB:
         # a connection the caller opened is wrapped as it is (its attached databases, settings and registered objects)
         # and left open to its owner by close(); otherwise crowddb opens (and closes) its own
         self._owns_connection = not isinstance(database, duckdb.DuckDBPyConnection)
+        created = self._owns_connection and not Path(str(database)).exists()  # issue 24: made 0600 below
         if self._owns_connection:
             try:
                 self.con = duckdb.connect(str(database), read_only=read_only, config=dict(config or {}))
@@ -315,6 +319,8 @@ class CrowdDB:
         try:
             if not read_only:
                 ensure_catalog(self.con)
+                if created:  # issue 24: the new file and its .wal 0600, before any row of the caller's is in them
+                    privacy.private_files(self.database)
                 Store(self.con).reap_interrupted()  # runs of dead processes are marked: crowddb_runs says so at once
             self.registry = Registry(udfs)
             self.platform = platform if platform is not None else SimulatedCrowd(seed=seed)
@@ -329,6 +335,9 @@ class CrowdDB:
                 self.con.close()
             raise
         self.seed, self.budget, self.progress = seed, budget, progress
+        # is anything protected (roles, ledger, budget)? True stays True for the session; otherwise asked again when
+        # a statement may have changed it (see ``_gate``)
+        self._protected: bool | None = None
         self.last_plan: QueryPlan | None = None
         # the answers of the last crowd relations db.sql() returned, and the Python objects they read
         self._kept_temps: list[tuple[Planner, Scans]] = []
@@ -366,9 +375,7 @@ class CrowdDB:
 
         if self.__dict__.get("con") is None:
             return html.escape(repr(self))
-        runs = self.con.sql("SELECT operator, count(*) AS runs, sum(hits)::BIGINT AS hits, "
-                            "sum(assignments)::BIGINT AS assignments, round(sum(cost), 2) AS usd "
-                            "FROM crowddb_runs GROUP BY operator ORDER BY operator").df()
+        runs = Store(self.con).bought_per_operator()
         return f"<p>{html.escape(repr(self))}</p>" + (runs.to_html(index=False) if len(runs) else "<p>no crowd run yet</p>")
 
     def __enter__(self) -> CrowdDB:  # noqa: PYI034 (typing.Self needs Python 3.11)
@@ -429,11 +436,11 @@ class CrowdDB:
         statements = self._crowd_statements(query)
         frame = caller_frame()
         if statements is None:
-            tracked = self._tracked_statements(query, params)
+            gated = self._gate(query)
+            if gated is not None:
+                return self._run_gated(gated, params, frame, final="sql")
             with self._unknown_functions():  # (params=None costs DuckDB a prepared statement: passed only if given)
-                result = call_in(frame, self.con.sql, query, **({} if params is None else {"params": params}))
-            self._carry_roles(tracked)
-            return result
+                return call_in(frame, self.con.sql, query, **({} if params is None else {"params": params}))
         return self._run(query, statements, params, final="sql", frame=frame, timeout=timeout)
 
     def execute(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *,
@@ -445,14 +452,79 @@ class CrowdDB:
         statements = self._crowd_statements(query)
         frame = caller_frame()
         if statements is None:
-            tracked = self._tracked_statements(query, params)
+            gated = self._gate(query)
+            if gated is not None:
+                return self._run_gated(gated, params, frame, final="execute")
             with self._unknown_functions():
                 if params is None:
-                    result = call_in(frame, self.con.execute, query)
-                else:
-                    result = call_in(frame, self.con.execute, query, parameters=params)
-            return self._carry_roles_keeping(result, tracked) if tracked else result
+                    return call_in(frame, self.con.execute, query)
+                return call_in(frame, self.con.execute, query, parameters=params)
         return self._run(query, statements, params, final="execute", frame=frame, timeout=timeout)
+
+    # ------------------------------------------------------------------------------------- the statement gate
+    def _gate(self, query: str) -> list[Gated] | None:
+        """DuckDB's classification of ``query``'s statements while anything is protected (a declared role, a
+        k-anonymity release, a budget act), with their actions (``crowddb.privacy.gate``); None when nothing is,
+        and then the text goes to DuckDB as it is."""
+        mentions_catalog = "crowddb_" in query.lower()  # a statement may declare (or delete) roles in SQL
+        if self._protected is not True or mentions_catalog:
+            self._protected = Store(self.con).anything_protected()
+        protected = self._protected
+        if mentions_catalog:
+            self._protected = None  # asked again after it ran
+        if not protected:
+            return None
+        with self._unknown_functions():
+            return gate.classify(self.con, query)
+
+    def _run_gated(self, gated: list[Gated], params: Any, frame: Any, final: str):
+        """Run plain SQL statement by statement, as DuckDB parsed it: a refused kind stops the whole text before
+        anything runs, a statement that writes stored columns is read first (its refusals too) and its roles are
+        carried after it ran. ``params`` go to the last statement, as DuckDB does with a text."""
+        for g in gated:
+            if g.action == gate.REFUSE:
+                raise StatementRefusedError(f"crowddb refuses this {g.kind} statement while roles, a privacy ledger "
+                                            f"or a budget exist: {g.reason}. Nothing was run")
+        trees = [self._tracked_tree(g, params if i == len(gated) - 1 else None) if g.action == gate.TRACK else None
+                 for i, g in enumerate(gated)]
+        result = None
+        for i, (g, tree) in enumerate(zip(gated, trees)):
+            last = i == len(gated) - 1
+            values = params if last else None
+            with self._unknown_functions():
+                if last and final == "sql":
+                    result = call_in(frame, self.con.sql, g.statement, **({} if values is None else {"params": values}))
+                elif values is None:
+                    result = call_in(frame, self.con.execute, g.statement)
+                else:
+                    result = call_in(frame, self.con.execute, g.statement, parameters=values)
+                if not last:  # DuckDB 2 keeps a connection's result open until it is read
+                    result.fetchall()
+            if tree is not None:
+                if last and final == "execute":
+                    result = self._carry_roles_keeping(result, [tree])
+                else:
+                    self._carry_roles([tree])
+        return result
+
+    def _tracked_tree(self, g: Gated, params: Any) -> exp.Expression:
+        """The statement of a TRACK kind as crowddb reads it, checked before anything runs: one statement sqlglot
+        understands (else refused: its roles could not follow it) that does not break a ledger."""
+        try:
+            trees = parse(g.text)
+        except SQLParseError as err:
+            trees, reason = [], str(err)
+        else:
+            reason = "sqlglot reads it differently"
+        if len(trees) != 1 or isinstance(trees[0], exp.Command):
+            raise SQLParseError(f"crowddb cannot read this {g.kind} statement ({reason}), and it may write stored "
+                                "columns: crowddb cannot carry the roles of protected tables through a statement it "
+                                "cannot read, so nothing was run. Rewrite it in SQL crowddb reads, or run it through "
+                                "db.con (plain DuckDB) and then declare the roles of what it wrote with "
+                                "db.declare_roles(...)")
+        tree = self._bind(trees[0], params)  # (the roles of a statement are computed with its values)
+        refuse_key_rewrite(self.con, tree)
+        return tree
 
     def _carry_roles_keeping(self, result: Any, statements: list[exp.Expression],
                              temp_roles: Mapping[str, Any] | None = None):
@@ -476,22 +548,6 @@ class CrowdDB:
                                 alias="t", columns=names)
             select = exp.select("*").from_(values)
         return self.con.execute(select.sql(DIALECT))
-
-    def _tracked_statements(self, query: str, params: Any) -> list[exp.Expression]:
-        """The statements of plain SQL whose data or names roles must follow (CREATE TABLE ... AS, INSERT ... SELECT,
-        ALTER TABLE ... RENAME; parsed only when its tokens may hold one), with their parameters bound.
-
-        Fails closed: a statement that may carry roles but that sqlglot cannot read is refused while any role is
-        declared (see ``_refuse_unreadable``); with no role declared anywhere, DuckDB judges the SQL itself."""
-        if not self._scan(query).tracked:
-            return []
-        try:
-            statements = parse(query)
-        except SQLParseError as err:
-            self._refuse_unreadable(str(err))
-            return []
-        self._refuse_unreadable_commands(statements)
-        return [self._bind(s, params) for s in statements if is_tracked(s)]
 
     def _roles_declared(self) -> bool:
         """Is any role declared in crowddb_columns (is there anything a copy could leak)?"""
@@ -684,6 +740,8 @@ class CrowdDB:
         except BaseException:
             scans.drop()
             raise
+        finally:
+            self._protected = self._protected or None  # its releases and charges may have made something protected
 
     def _run_scanned(self, query: str, statements: list[exp.Expression], params: Any, final: str, scans: Scans,
                      timeout: float | None = None):
@@ -869,6 +927,7 @@ class CrowdDB:
                 qi, sensitive, core, ground_truth, key, kinds = roles
                 declare_roles(self.con, table, quasi_identifiers=qi, sensitive=sensitive, core=core,
                               ground_truth=ground_truth, key=key, kinds=kinds, transaction=False)
+            self._protected = self._protected or None  # roles may have been declared
         except duckdb.Error as err:
             raise _query_error(err) from None
         return self.con.sql(_sql.select_all(table).sql(DIALECT))
@@ -877,6 +936,7 @@ class CrowdDB:
                       core: Iterable[str] = (), ground_truth: str | None = None, key: str | None = None,
                       kinds: Mapping[str, str] | None = None) -> TableRoles:
         """Declare (replace) the column roles of an existing table; persisted in ``crowddb_columns``."""
+        self._protected = True
         return declare_roles(self.con, table, quasi_identifiers=quasi_identifiers, sensitive=sensitive, core=core,
                              ground_truth=ground_truth, key=key, kinds=kinds)
 
@@ -891,6 +951,7 @@ class CrowdDB:
         ``delta``; ``composition`` 'sequential' sums them, 'zcdp' sums rho and converts at ``delta``). A logged act
         of the privacy ledger, persisted in the database file; what was spent before still counts (see
         ``reset_privacy_budget``). SQL: ``SELECT * FROM PRIVACY_BUDGET(table, epsilon := ..., ...)``."""
+        self._protected = True
         Store(self.con).set_privacy_budget(self._budget_table(table), epsilon=epsilon, delta=delta, unit=unit,
                                            composition=composition)
 

@@ -84,6 +84,12 @@ def duckdb_error(cls: type[CrowdDBError], err: duckdb.Error) -> CrowdDBError:
     return _with_duckdb_class(cls, type(err))(str(err))
 
 
+class StatementRefusedError(PrivacyError):
+    """A statement of a kind that could move a protected value past crowddb's roles (MERGE, IMPORT DATABASE, a
+    prepared statement, ...) is refused while anything is protected; nothing was run. The message names the way that
+    works."""
+
+
 class PrivacyBudgetError(PrivacyError):
     """A differentially private release would overspend a table's epsilon budget (nothing was released or charged),
     or the budget ledger was written around the API (plain SQL) or edited (its hash chain is broken)."""

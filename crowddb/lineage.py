@@ -27,6 +27,9 @@ from sqlglot.schema import MappingSchema
 
 from . import _sql, replacement
 from ._sql import DIALECT
+from .errors import PrivacyError
+from .privacy.functions import Functions
+from .store import composition
 from .store.roles import (
     TableRoles,
     declare_roles,
@@ -62,6 +65,13 @@ class DerivedRoles(TableRoles):
     """Roles of a derived relation, with the reason each withheld column is withheld (shown by explain())."""
 
     withheld: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: per published column derived row by row from one table: (that table, the derivation as an expression over
+    #: its columns, qualified by ``BASE_ALIAS``); crowddb evaluates it again on the stored rows before publishing
+    recompute: Mapping[str, tuple[str, exp.Expression | None]] = dataclasses.field(default_factory=dict)
+
+
+#: the alias a ``DerivedRoles.recompute`` expression reads its table's columns under
+BASE_ALIAS = "__crowd_base"
 
 
 def base_status(roles: TableRoles, column: str) -> Status:
@@ -99,6 +109,8 @@ class Lineage:
             self.columns.setdefault(table.lower(), {}).setdefault(column, "TEXT")
         self.declared = declared_tables(con)
         self._roles: dict[str, TableRoles | None] = {}  # per table, looked up once per statement
+        self.functions = Functions(con)  # which calls lineage may look through
+        self._composed: dict[str, tuple[str, exp.Expression | None]] = {}  # column -> its row-wise derivation
 
     # ------------------------------------------------------------------------------------------ per table
     def roles(self, table: str) -> TableRoles | None:
@@ -174,7 +186,8 @@ class Lineage:
                     kinds[column] = status.kind
             if status.star:
                 core.append(column)
-        return DerivedRoles(name, tuple(qi), kinds, tuple(sensitive), tuple(core), truth, key, withheld)
+        recompute = {c: self._composed[c] for c in columns if c in self._composed and c not in withheld}
+        return DerivedRoles(name, tuple(qi), kinds, tuple(sensitive), tuple(core), truth, key, withheld, recompute)
 
     def _schema(self) -> MappingSchema:
         """Every table's columns for sqlglot's qualify, added as identifier nodes (a dict's keys would be parsed)."""
@@ -202,10 +215,17 @@ class Lineage:
             return unknown
         if root is None or _opaque(tree) or len(tree.selects) != len(columns):
             return unknown  # a construct whose output columns sqlglot cannot name (UNPIVOT, COLUMNS(), ...)
+        misread = _by_name_misread(tree)
+        if misread is None:
+            return unknown
         equal = self._equalities(root, schema)
         out = []
         for i, (select, column) in enumerate(zip(tree.selects, columns)):
             name = select.alias_or_name
+            if column.lower() in misread:
+                out.append(Status(WITHHELD, reason="a set operation BY NAME matches it by name, and its branches "
+                                                   "hold it at different positions"))
+                continue
             if name.lower() != column.lower() and not (name.startswith("_col_") or not name):
                 out.append(unknown[0])  # sqlglot and DuckDB disagree about this column: fail closed
                 continue
@@ -214,11 +234,21 @@ class Lineage:
             except (sqlglot.errors.SqlglotError, KeyError, ValueError, IndexError):
                 out.append(unknown[0])
                 continue
-            out.append(self._judge(node, equal))
+            status = self._judge(node, equal)
+            out.append(status)
+            if status.level != WITHHELD:
+                composed = _compose(node)
+                if composed is not None:
+                    self._composed[column] = composed
         return out
 
     def _judge(self, node: Node, equal: dict[tuple[str, str], Status]) -> Status:
-        """Combine the statuses of every source column ``node`` derives from: the worst wins; a constant is raw."""
+        """Combine the statuses of every source column ``node`` derives from: the worst wins; a constant is raw.
+        A call lineage cannot look through (a macro, a UDF, getvariable, ...) makes the column unknown: withheld."""
+        for level in node.walk():
+            opaque = self.functions.opaque(level.expression)
+            if opaque:
+                return Status(WITHHELD, reason=f"it goes through {opaque}, which may read more than its arguments")
         statuses = {}
         for leaf in node.walk():
             if leaf.downstream:
@@ -369,6 +399,78 @@ def _is_copy(node: Node) -> bool:
     return True
 
 
+def _compose(node: Node) -> tuple[str, exp.Expression | None] | None:
+    """A column's derivation written over the columns of the one table it reads row by row (its lineage's expressions
+    substituted level by level down to the table's columns, read under ``BASE_ALIAS``), or None: it reads several
+    tables, aggregates or windows over rows, or has a level crowddb cannot substitute. (table, None): it holds a
+    reference lineage did not resolve to a stored column (a positional reference, a star)."""
+    tables: set[str] = set()
+
+    def down(n: Node) -> exp.Expression | None:
+        if not n.downstream:
+            if isinstance(n.source, exp.Table) and isinstance(n.source.this, exp.Identifier):
+                column = _leaf_column(n)
+                if column is None:
+                    return None
+                tables.add(n.source.name)
+                return exp.column(column, table=BASE_ALIAS, quoted=True)
+            expression = n.expression.unalias() if isinstance(n.expression, exp.Alias) else n.expression
+            return expression.copy() if _is_constant(expression) else None
+        expression = (n.expression.unalias() if isinstance(n.expression, exp.Alias) else n.expression).copy()
+        if expression.find(exp.AggFunc, exp.Window, exp.Query):
+            return None
+        children = {}
+        for d in n.downstream:
+            column = _parsed_column(d.name)
+            if column is None:
+                return None
+            children[(column.table.lower(), column.name.lower())] = d
+        holder = exp.Paren(this=expression)  # (a level that is a bare column is replaced inside its holder)
+        for col in list(holder.find_all(exp.Column)):
+            child = children.get((col.table.lower(), col.name.lower()))
+            if child is None:
+                return None
+            value = down(child)
+            if value is None:
+                return None
+            col.replace(value if isinstance(value, exp.Column) else exp.Paren(this=value))
+        return holder.this
+
+    composed = down(node)
+    if composed is None or len(tables) > 1:
+        return None
+    unresolved = [n for n in composed.walk() if isinstance(n, (exp.PositionalColumn, exp.Star, exp.Placeholder))
+                  or (isinstance(n, exp.Column) and n.table != BASE_ALIAS)]
+    if unresolved:  # a reference lineage did not resolve to a stored column: nothing to compute it again from
+        return (tables.pop() if tables else "", None)
+    return (tables.pop() if tables else "", composed)
+
+
+def _parsed_column(name: str) -> exp.Column | None:
+    try:
+        column = sqlglot.parse_one(name, read=DIALECT, into=exp.Column)
+    except sqlglot.errors.SqlglotError:
+        return None
+    return column if isinstance(column, exp.Column) else None
+
+
+def _by_name_misread(tree: exp.Expression) -> set[str] | None:
+    """The columns sqlglot's lineage would misread in a UNION/EXCEPT/INTERSECT ... BY NAME (it pairs columns by
+    position, DuckDB by name): those its branches hold at different positions. None: a branch that is not a plain
+    query (then nothing of it can be read)."""
+    out: set[str] = set()
+    for op in tree.find_all(exp.SetOperation):
+        if not op.args.get("by_name"):
+            continue
+        sides = (op.this, op.expression)
+        if not all(isinstance(side, exp.Query) for side in sides):
+            return None
+        orders = [[s.alias_or_name.lower() for s in side.selects] for side in sides]
+        for names in orders:
+            out.update(n for i, n in enumerate(names) if any(i >= len(o) or o[i] != n for o in orders))
+    return out
+
+
 def _opaque(tree: exp.Expression) -> bool:
     """Constructs whose output columns sqlglot's scope cannot name: a star left unexpanded, COLUMNS(), PIVOT."""
     return any(isinstance(n, (exp.Star, exp.Columns, exp.Pivot)) and not isinstance(n.parent, exp.Count)
@@ -391,8 +493,12 @@ def filled_table(statement: exp.Expression) -> tuple[exp.Table, exp.Expression, 
     elif isinstance(statement, exp.Insert):
         target, query = statement.this, statement.expression
         names = [e.name for e in target.expressions] if isinstance(target, exp.Schema) else None
+        if isinstance(query, exp.Values):  # constants fill nothing roles follow (see ``withheld_columns``)
+            return None
     elif isinstance(statement, exp.Update) and isinstance(statement.this, exp.Table):
         target, (query, names) = statement.this, _update_source(statement)
+    elif isinstance(statement, exp.Alter) and isinstance(statement.this, exp.Table) and _using(statement):
+        target, (query, names) = statement.this, _using_source(statement)  # ALTER ... TYPE ... USING: an UPDATE
     else:
         return None
     if isinstance(target, exp.Schema):
@@ -420,9 +526,64 @@ def _update_source(update: exp.Update) -> tuple[exp.Select | None, list[str]]:
     return query, [column.name for column, _ in pairs]
 
 
+def _using(alter: exp.Alter) -> list[exp.AlterColumn]:
+    """The ALTER COLUMN ... TYPE ... USING actions of an ALTER TABLE: each rewrites a stored column."""
+    return [a for a in alter.args.get("actions") or [] if isinstance(a, exp.AlterColumn) and a.args.get("using")]
+
+
+def _using_source(alter: exp.Alter) -> tuple[exp.Select, list[str]]:
+    """``ALTER TABLE t ALTER c TYPE ... USING expr`` as the query of what it writes: ``SELECT expr AS c FROM t``."""
+    actions = _using(alter)
+    query = exp.Select(expressions=[exp.alias_(a.args["using"].copy(), _sql.identifier(a.this.name))
+                                    for a in actions]).from_(alter.this.copy())
+    return query, [a.this.name for a in actions]
+
+
+def withheld_columns(statement: exp.Expression) -> tuple[exp.Table, list[str] | None, str] | None:
+    """Columns a statement writes through a path lineage does not compute, to be withheld until their role is
+    declared: (table, columns or None for all, why). A generated column (its value is computed when read, from
+    columns whose roles may change), columns loaded from a file (COPY ... FROM: it may hold a copy of a protected
+    table), and columns an INSERT's ON CONFLICT DO UPDATE sets to anything but a constant."""
+    if isinstance(statement, exp.Create) and isinstance(statement.this, exp.Schema):
+        generated = [d.name for d in statement.this.expressions if isinstance(d, exp.ColumnDef)
+                     and any(isinstance(c.kind, (exp.ComputedColumnConstraint, exp.GeneratedAsIdentityColumnConstraint))
+                             for c in d.args.get("constraints") or [])]
+        if generated and isinstance(statement.this.this, exp.Table):
+            return statement.this.this, generated, "a generated column, computed from other columns when read"
+        return None
+    if isinstance(statement, exp.Copy) and statement.args.get("kind"):  # kind True: COPY ... FROM
+        target = statement.this
+        names = [e.name for e in target.expressions] if isinstance(target, exp.Schema) else None
+        table = target.this if isinstance(target, exp.Schema) else target
+        return (table, names, "loaded from a file by COPY ... FROM") if isinstance(table, exp.Table) else None
+    if isinstance(statement, exp.Insert) and isinstance(statement.expression, exp.Values):
+        rows = [row.expressions if isinstance(row, exp.Tuple) else [row] for row in statement.expression.expressions]
+        positions = sorted({i for row in rows for i, e in enumerate(row) if not _is_constant(e)})
+        table = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+        if positions and isinstance(table, exp.Table):  # a value that is not a constant (a subquery) may read anything
+            names = ([e.name for e in statement.this.expressions] if isinstance(statement.this, exp.Schema)
+                     else None)
+            return table, _positions(names, positions), "inserted from an expression that is not a constant"
+    if isinstance(statement, exp.Insert) and isinstance(statement.args.get("conflict"), exp.OnConflict):
+        set_ = [e.this.name for e in statement.args["conflict"].expressions or []
+                if isinstance(e, exp.EQ) and isinstance(e.this, exp.Column) and not _is_constant(e.expression)]
+        table = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+        if set_ and isinstance(table, exp.Table):
+            return table, set_, "set by ON CONFLICT DO UPDATE, which crowddb does not follow"
+    return None
+
+
+class _Positions(list):
+    """Columns of a table named by position (a VALUES row without a column list), resolved against the table."""
+
+
+def _positions(names: list[str] | None, positions: list[int]) -> list[str] | _Positions:
+    return [names[i] for i in positions if i < len(names)] if names else _Positions(positions)
+
+
 def is_tracked(statement: exp.Expression) -> bool:
     """Does ``statement`` move data or names whose roles must follow (see ``follow``)?"""
-    return filled_table(statement) is not None or bool(_renames(statement))
+    return filled_table(statement) is not None or bool(_renames(statement)) or withheld_columns(statement) is not None
 
 
 def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
@@ -438,6 +599,48 @@ def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
                 rename_column(con, table, action.this.name, action.args["to"].name)
         return
     carry_roles(con, statement, temp_roles)
+    withheld = withheld_columns(statement)
+    if withheld is not None:
+        withhold(con, *withheld)
+
+
+def refuse_key_rewrite(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> None:
+    """An UPDATE (or ALTER ... USING) that rewrites the key of a table with k-anonymous releases on record is refused:
+    the ledger tells the table's rows apart by their key, and a rewritten key would make every row a new person."""
+    if isinstance(statement, exp.Update) and isinstance(statement.this, exp.Table):
+        table, written = statement.this, _update_source(statement)[1]
+    elif isinstance(statement, exp.Alter) and isinstance(statement.this, exp.Table):
+        table, written = statement.this, [a.this.name for a in _using(statement)]
+    else:
+        return
+    if relation_kind(con, table.name) != "table":
+        return
+    key = roles_of(con, table.name).key
+    if key and key.lower() in {w.lower() for w in written} and composition.has_releases(con, (table.name,)):
+        raise PrivacyError(f"{table.name}.{key} is the key the privacy ledger tells the rows of {table.name!r} apart "
+                           "by, and releases of them are on record: rewriting it would make every row a new person "
+                           "to the ledger. Nothing was run; insert new rows instead")
+
+
+def withhold(con: duckdb.DuckDBPyConnection, table: exp.Table, columns: list[str] | None, reason: str) -> None:
+    """Declare ``columns`` of ``table`` (None: all) sensitive: withheld from HITs until the user declares their role
+    (``reason`` says why; the roles are checked against the table's columns as stored). With no role declared
+    anywhere there is nothing to protect, and nothing is declared."""
+    if relation_kind(con, table.name) != "table" or not declared_tables(con):
+        return
+    old = roles_of(con, table.name)
+    stored = table_columns(con, table.name)
+    names = stored if columns is None else columns
+    if isinstance(names, _Positions):
+        names = [stored[i] for i in names if i < len(stored)]
+    lookup = {c.lower(): c for c in stored}
+    names = [lookup[n.lower()] for n in names if n.lower() in lookup and lookup[n.lower()] not in old.protected]
+    if not names:
+        return
+    merged = TableRoles(table.name, tuple(q for q in old.quasi_identifiers if q not in names),
+                        {c: k for c, k in old.kinds.items() if c not in names}, (*old.sensitive, *names),
+                        tuple(c for c in old.core if c not in names), old.ground_truth, old.key)
+    _declare(con, table.name, merged)
 
 
 def _renames(statement: exp.Expression) -> list[exp.Expression]:
@@ -468,7 +671,8 @@ def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
         derived = derived_roles(con, query, columns, temp_roles)
         return _declare(con, table.name, derived)
     source_columns = [r[0] for r in con.execute("DESCRIBE " + query.sql(DIALECT)).fetchall()]
-    targets = names or columns[:len(source_columns)]
+    by_name = isinstance(statement, exp.Insert) and statement.args.get("by_name")  # columns matched by name
+    targets = source_columns if by_name else names or columns[:len(source_columns)]
     derived = derived_roles(con, query, source_columns, temp_roles)
     old = roles_of(con, table.name)
     lookup = {c.lower(): c for c in columns}

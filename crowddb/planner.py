@@ -24,7 +24,7 @@ from . import _sql
 from ._duck import arrow_select, registered, snapshot
 from ._sql import DIALECT
 from .errors import ArgumentError, PrivacyBudgetError, PrivacyError, SQLParseError, UnknownColumnError
-from .lineage import WITHHELD, DerivedRoles, base_status, derived_roles, view_query
+from .lineage import BASE_ALIAS, WITHHELD, DerivedRoles, base_status, derived_roles, view_query
 from .operators.columns import GOLD
 from .operators.context import OperatorContext
 from .operators.human import (
@@ -38,7 +38,8 @@ from .operators.human import (
     OperatorPlan,
     RowsOf,
 )
-from .operators.table_functions import CHARGES, READS, ArrowRows, TableFunction, TableInput
+from .operators.table_functions import CHARGES, READS, ArrowRows, TableFunction, TableInput, check_charged_unit
+from .privacy import selection, values
 from .replacement import table_function_inputs
 from .store import TableRoles, composition, privacy, relation_kind, resolve_table, roles_of, table_columns
 from .udf import HumanOperator
@@ -191,6 +192,9 @@ class Planner:
                 if any(self.crowd_nodes(arg) for arg in call.expressions):
                     raise ArgumentError(f"{call.name}: crowd operators cannot be nested inside its arguments")
             calls.sort(key=lambda c: self.ctx.registry.get(c.name).kind == "group")
+            # issue 24: rows chosen (or grouped) by a protected column are refused before any step runs
+            selection.check(self.ctx.con, tree, ready, calls, is_human=self.is_human,
+                            group=self.ctx.registry.get(calls[-1].name).kind == "group")
             steps.append(Step(ready, ", ".join(c.name for c in calls), calls))
             done.update(id(c) for c in calls)
         raise ArgumentError("too many crowd operators in one statement")  # pragma: no cover
@@ -354,9 +358,12 @@ class Planner:
         if name in CHARGES:  # the epsilon budget: the charge is declared and checked before any noise is drawn
             charge = CHARGES[name](rows, named)
             if charge is not None:
+                if not self.estimating:  # issue 24: a ROLLBACK would take back the charge, not what the caller saw
+                    privacy.refuse_in_transaction(self.ctx.con, charge.operator)
                 charged = [table_name.lower()] if kind == "table" else sorted(
                     {t.lower() for t in base_tables(self.ctx.con, untraced)})
                 try:  # PrivacyBudgetError: nothing ran or was written
+                    check_charged_unit(self.ctx.con, untraced, named, charged, charge.operator)  # issue 24
                     spend = privacy.check(self.ctx.con, charged, charge)
                 except PrivacyBudgetError as refused:
                     if not self.estimating:
@@ -567,6 +574,7 @@ class Planner:
                 query.set("offset", scope.args["offset"].copy())
         query = self._with_context(query, scope)
         frame = self._execute_df(query)
+        published, qi = self._verified(published, qi, withheld, sources, frame, what)
 
         names = [n for n, _ in published]
         frame = frame.reset_index(drop=True)
@@ -577,6 +585,8 @@ class Planner:
                                else np.zeros(len(frame), dtype=np.int64))
             if KEY not in frame:
                 frame[KEY] = frame[f"{_ID}0"]
+        # issue 24: the answer domain is the definition's list or the whole stored ground-truth column's values
+        definition = selection.with_answer_domain(self.ctx.con, definition, call, TRUTH in frame, what)
         human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
                            rows_of=rows_of,
                            kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
@@ -693,6 +703,30 @@ class Planner:
                                + (f" ({because})" if because else "") + "; declare the columns workers may see as "
                                "core, or publish a quasi-identifier (it is generalized)")
         return published, qi, kinds, protected, withheld
+
+    def _verified(self, published: list[tuple[str, exp.Expression]], qi: set[str], withheld: dict[str, str],
+                  sources: list[_Source], frame: pd.DataFrame, what: str
+                  ) -> tuple[list[tuple[str, exp.Expression]], set[str]]:
+        """The published columns whose values crowddb computes again from the stored rows, by the derivation lineage
+        found, and finds equal (``crowddb.privacy.values``); the others are withheld (``withheld`` says why)."""
+        dropped: dict[str, str] = {}
+        for i, s in enumerate(sources):
+            recompute = getattr(s.roles, "recompute", None)
+            if s.base or not recompute:
+                continue
+            columns = {e.name: name for name, e in published if e.table == s.alias}
+            rows = pd.unique(frame[f"{_ID}{i}"].to_numpy(dtype=np.int64))
+            traced = (s.of, s.refs) if s.of is not None and s.refs is not None else None
+            found = values.misread(self.ctx.con, s.table, rows, columns, recompute, traced,
+                                   lambda table, alias: row_identity(self.ctx.con, table, alias), BASE_ALIAS)
+            dropped.update({columns[c]: reason for c, reason in found.items()})
+        if not dropped:
+            return published, qi
+        withheld.update(dropped)
+        kept = [(n, e) for n, e in published if n not in dropped]
+        if not kept:
+            raise PrivacyError(f"{what}: nothing to publish: " + "; ".join(f"{c}: {r}" for c, r in dropped.items()))
+        return kept, qi - set(dropped)
 
     def _truth_and_key(self, sources: list[_Source], what: str, group: bool
                        ) -> tuple[exp.Expression | None, exp.Expression | None]:

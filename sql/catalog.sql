@@ -190,8 +190,9 @@ WHERE release_id = (SELECT max(release_id) FROM crowddb_synth_objects);
 -- The epsilon budget (issue 15, point 3; crowddb/store/privacy.py): one append-only, hash-chained ledger of every act
 -- on a differential-privacy budget: 'budget' (a table's limit per protected unit set), 'reset' (what was spent
 -- forgotten, itself logged) and 'charge' (one release's (epsilon, delta, rho) for one unit, e.g. one source, written
--- in the release's transaction). hash = sha256(prev_hash || the row's content): an edit through a raw connection
--- breaks the chain, and db.privacy_report verifies it. Plain SQL through db.sql/db.execute may not write it.
+-- in the release's transaction). hash = HMAC-SHA256(key, prev_hash || the row's content), the key kept outside the
+-- database file (issue 24: CROWDDB_LEDGER_KEY, else <file>.key): an edit through a raw connection breaks the chain,
+-- and every charge, act and db.privacy_report verifies it. Plain SQL through db.sql/db.execute may not write it.
 CREATE TABLE IF NOT EXISTS crowddb_privacy_ledger (
     seq          BIGINT PRIMARY KEY,
     act          VARCHAR NOT NULL,
@@ -206,6 +207,15 @@ CREATE TABLE IF NOT EXISTS crowddb_privacy_ledger (
     created_at   TIMESTAMP DEFAULT current_timestamp,
     prev_hash    VARCHAR NOT NULL,
     hash         VARCHAR NOT NULL
+);
+
+-- The chain's sealed head (one row, rewritten with every append in the same transaction): the newest row's seq and
+-- hash, and HMAC(key, 'head' || seq || hash). What is left of a chain whose newest rows were deleted still verifies;
+-- the head then names a row that is gone, and a head for the shorter chain cannot be made without the key.
+CREATE TABLE IF NOT EXISTS crowddb_privacy_ledger_head (
+    seq   BIGINT NOT NULL,
+    hash  VARCHAR NOT NULL,
+    mac   VARCHAR NOT NULL
 );
 
 -- What each protected unit of each table has spent since the table's last reset, and its budget (the latest 'budget'

@@ -43,7 +43,7 @@ def main() -> None:
         db.load_csv("adult", adult_path(), **ROLES)
         released = db.sql("SELECT * FROM ANONYMIZE((SELECT * FROM adult WHERE age >= 30), k := 10) LIMIT 5").fetchall()
         check("ANONYMIZE", len(released) == 5)
-        jobs = db.sql("SELECT id, getposition(*, k := 10) AS job FROM adult WHERE age < 30 ORDER BY id LIMIT 200")
+        jobs = db.sql("SELECT id, getposition(*, k := 10) AS job FROM adult WHERE age < 30 LIMIT 200")
         check("getposition", len(jobs.fetchall()) == 200)
         answers = pd.DataFrame({"task": np.repeat(np.arange(30), 3), "worker": np.tile(["a", "b", "c"], 30),
                                 "label": np.where(np.arange(90) % 5 == 0, "no", "yes")})

@@ -84,3 +84,17 @@ def test_arx_hierarchies_used() -> None:
         assert pycanon.k_anonymity(rel.table, ["age", "sex", "workclass"]) >= 20
         nodes = set(pd.read_csv(hier["workclass"], sep=";", header=None, dtype=str).to_numpy().ravel())
         assert set(rel.table["workclass"]) <= nodes
+
+
+def test_suppressed_rows_are_a_class_of_their_own_when_the_top_range_spans_the_scale():
+    """Found by the property test: Datafly at the top of an auto-built numeric ladder labels 7 rows with a range that
+    spans the whole scale (its box equals a suppressed row's) and suppresses 4 as '*': a worker tells the two labels
+    apart, so they are two classes (it counted one)."""
+    frame = pd.DataFrame({"q0": [0.5, 0.7, 0.6, 0.1, 0.7, 0.0, 1.4, -1.8, -1.7, -1.8, -0.3],
+                          "s": [0, 1, 1, 1, 2, 2, 0, 0, 2, 0, 2]})
+    rel = anonymize(frame, ["q0"], 4, method="datafly")
+    shown = rel.table["q0"].astype(str).to_numpy()
+    assert (shown == "*").sum() == 4
+    assert sorted(np.bincount(rel.groups).tolist()) == [4, 7]
+    assert len(set(zip(shown, rel.groups))) == len(set(shown)) == len(set(rel.groups)) == 2
+    assert rel.metrics["n_groups"] == 2 and rel.metrics["min_group_size"] == 4

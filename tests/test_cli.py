@@ -30,7 +30,7 @@ from crowddb.shell import Shell, ends_statement, interrupted_line, last_run, spl
 
 # 500 people: 5 HITs of 100 rows, 5 assignments at $0.20 + 30% fee each
 CROWD = ("SELECT count(*) AS n, count(job) AS answered FROM "
-         "(SELECT getposition(*, k := 10) AS job FROM adult WHERE id <= 500);")
+         "(SELECT getposition(*, k := 10) AS job FROM adult LIMIT 500);")  # not chosen by the key (issue 24)
 PLAN = "getposition (tuple): 500 rows -> 500 items, 0 cached; 5 HITs, 25 assignments, est. $6.50"
 
 

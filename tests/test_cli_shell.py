@@ -21,7 +21,7 @@ from crowddb.demo import ROLES
 pexpect = pytest.importorskip("pexpect")
 
 CROWD = ("SELECT count(*) AS n, count(job) AS answered FROM "
-         "(SELECT getposition(*, k := 10) AS job FROM adult WHERE id <= 500);")
+         "(SELECT getposition(*, k := 10) AS job FROM adult LIMIT 500);")  # not chosen by the key (issue 24)
 ANSI = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-Za-z]|[=>])")
 
 

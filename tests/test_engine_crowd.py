@@ -96,7 +96,7 @@ def test_cli_sql_explain_and_demo(tmp_path, capsys):
     assert main(["demo", "--rows", "300", "--db", path]) == 0
     out = capsys.readouterr().out
     assert "getposition (tuple): 300 rows" in out and "k=10" in out
-    assert main(["explain", "SELECT id, getposition(*) FROM adult WHERE id <= 50", "--db", path]) == 0
+    assert main(["explain", "SELECT id, getposition(*) FROM (SELECT * FROM adult LIMIT 50) adult", "--db", path]) == 0
     assert "50 rows" in capsys.readouterr().out
 
 

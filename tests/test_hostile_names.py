@@ -20,7 +20,7 @@ import crowddb
 from crowddb.store import roles_of
 from crowddb.cli import main as cli_main
 from crowddb.crowd import SimulatedCrowd
-from crowddb.errors import ArgumentError, CrowdDBError, SQLParseError, UnknownOperatorError
+from crowddb.errors import ArgumentError, CrowdDBError, PrivacyError, SQLParseError, UnknownOperatorError
 
 SECRET = "CANARY-SECRET-5d41402abc4b2a76"  # the canary file's first line: never read, never shown
 
@@ -247,7 +247,8 @@ def _generalized(w: World, col: str) -> bool:
 
 def test_views(w):
     name, col = w.name, _base(w)
-    w.ok(lambda: w.db.sql(f"CREATE VIEW {q(name)} AS SELECT * FROM base WHERE id > 2"))
+    # the rows after the first two (ids 3..12): a view choosing them by the key would be refused (issue 24)
+    w.ok(lambda: w.db.sql(f"CREATE VIEW {q(name)} AS SELECT * FROM base OFFSET 2"))
     assert w.ok(lambda: w.db.roles(name)).table == name
     got = w.ok(lambda: w.db.sql(f"SELECT id, getposition(*, k := 3) AS pos FROM {q(name)}"))
     assert len(got) == 10 and _generalized(w, col)
@@ -314,8 +315,7 @@ def test_a_quote_or_dashes_in_a_name_hide_no_copy(adult):
     adult.execute("""CREATE TABLE "a--b" AS SELECT id AS pid, age, job FROM adult""")
     assert adult.roles("bob's copy").ground_truth == "job" and adult.roles("bob's copy").key == "id"
     assert adult.roles("a--b").key == "pid" and adult.roles("a--b").ground_truth == "job"
-    got = adult.sql("""SELECT a.id, getposition(c.age, c.sex, k := 3) AS pos FROM adult a
-                       JOIN "bob's copy" c ON c.id = a.id""").df()
+    got = adult.sql("""SELECT c.id, getposition(c.age, c.sex, k := 3) AS pos FROM "bob's copy" c""").df()
     assert len(got) == 30
     published = [json.loads(c) for (c,) in adult.sql("SELECT content FROM crowddb_hit_items").fetchall()]
     assert all(set(item) == {"age", "sex"} for item in published)  # no job, no id
@@ -349,9 +349,9 @@ def test_operator_names_in_literals_comments_and_names_are_plain_sql(adult, text
 
 def test_a_statement_crowddb_cannot_read_is_refused_while_roles_are_declared(adult):
     pivot = "CREATE TABLE by_sex AS PIVOT adult ON sex USING count(*)"
-    with pytest.raises(SQLParseError, match="declare_roles"):
+    with pytest.raises(PrivacyError, match="declare_roles"):
         adult.sql(pivot)
-    with pytest.raises(SQLParseError, match="roles"):
+    with pytest.raises(PrivacyError, match="roles"):
         adult.execute(pivot)
     assert not adult.sql("SELECT 1 FROM duckdb_tables() WHERE table_name = 'by_sex'").fetchall()
     adult.con.execute(pivot)  # the way round it the message names
@@ -367,7 +367,7 @@ def test_a_statement_crowddb_cannot_read_is_refused_while_roles_are_declared(adu
 ])
 def test_a_copy_behind_a_command_sqlglot_does_not_parse_is_refused(adult, statement):
     adult.con.execute("CREATE TABLE t (id BIGINT, age BIGINT, sex VARCHAR, job VARCHAR)")
-    with pytest.raises(SQLParseError, match="cannot carry the roles"):
+    with pytest.raises(PrivacyError, match="crowddb refuses this (EXPLAIN|PREPARE|MULTI) statement while roles"):
         adult.sql(statement)
     assert not adult.sql("SELECT 1 FROM duckdb_tables() WHERE table_name = 'c'").fetchall()
     assert not adult.sql("SELECT 1 FROM duckdb_prepared_statements() WHERE name = 'fill'").fetchall()

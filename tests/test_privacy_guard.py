@@ -20,6 +20,10 @@ from crowddb.planner import ROW_REF, traced
 from crowddb.store.composition import BOX_SEPARATOR
 
 ROLES = {"quasi_identifiers": ["age", "sex", "zip"], "sensitive": ["salary"], "ground_truth": "job", "key": "id"}
+# subsets of the people by their place in the table (ids 1..120 in order): rows are never chosen by the key (issue 24)
+FIRST_60 = "(SELECT * FROM people LIMIT 60) people"
+AFTER_60 = "(SELECT * FROM people OFFSET 60) people"
+AFTER_30 = "(SELECT * FROM people OFFSET 30) people"
 
 
 @pytest.fixture
@@ -75,7 +79,7 @@ def test_a_subset_with_a_larger_k_is_refused(db):
     release's, and the rows it leaves out of each earlier class are told apart from the ones it shows."""
     db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
     with pytest.raises(PrivacyError, match="run:1"):
-        db.sql("SELECT id, getposition(*, k := 20) FROM people WHERE id > 30").df()
+        db.sql(f"SELECT id, getposition(*, k := 20) FROM {AFTER_30}").df()
 
 
 def test_a_subset_is_shown_in_its_earlier_boxes_and_served_from_the_answers_on_record(db):
@@ -83,15 +87,15 @@ def test_a_subset_is_shown_in_its_earlier_boxes_and_served_from_the_answers_on_r
     about a subset of them is the same items, bought already: nothing is published, nothing refused."""
     first = db.sql("SELECT id, getposition(*, k := 10) AS p FROM people ORDER BY id").df()
     before = state(db)
-    plan = db.explain("SELECT id, getposition(*, k := 10) AS p FROM people WHERE id > 30 AND age < 50 ORDER BY id")
+    plan = db.explain(f"SELECT id, getposition(*, k := 10) AS p FROM {AFTER_30} WHERE age < 50 ORDER BY id")
     assert "every row was shown before: in the boxes of run:1 again" in str(plan) and plan.hits == 0
-    again = db.sql("SELECT id, getposition(*, k := 10) AS p FROM people WHERE id > 30 AND age < 50 ORDER BY id").df()
+    again = db.sql(f"SELECT id, getposition(*, k := 10) AS p FROM {AFTER_30} WHERE age < 50 ORDER BY id").df()
     expected = first[(first["id"] > 30) & first["id"].isin(db.sql("SELECT id FROM people WHERE age < 50").df()["id"])]
     pd.testing.assert_frame_equal(again, expected.reset_index(drop=True))
     assert state(db)["posted"] == before["posted"] and state(db)["ledger"] == before["ledger"]
     with pytest.raises(PrivacyError, match="run:1"):  # another operator over the subset: new items, refused
         db.register_udf({"name": "gethobby", "kind": "tuple", "question": "Hobby?", "domain": ["chess", "golf"]})
-        db.sql("SELECT id, gethobby(*, k := 10) FROM people WHERE id > 30").df()
+        db.sql(f"SELECT id, gethobby(*, k := 10) FROM {AFTER_30}").df()
 
 
 def test_other_quasi_identifier_boxes_of_the_same_rows_are_refused(db):
@@ -112,8 +116,8 @@ def test_a_rerun_is_served_from_the_answers_on_record(db):
 
 
 def test_rows_no_release_showed_may_be_released_on_their_own(db):
-    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id <= 60").df()
-    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id > 60").df()
+    db.sql(f"SELECT id, getposition(*, k := 10) FROM {FIRST_60}").df()
+    db.sql(f"SELECT id, getposition(*, k := 10) FROM {AFTER_60}").df()
     assert state(db)["ledger"] == [("run:1", 60), ("run:2", 60)]
     assert sorted(by_ref(db)[ledger(db, "run:2")["row_ref"]]) == list(range(61, 121))
 
@@ -129,7 +133,7 @@ def test_anonymize_with_the_crowd_run_s_partition_is_accepted(db):
 def test_rows_inserted_later_are_released_on_their_own(db):
     db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
     db.sql("INSERT INTO people SELECT id + 1000 AS id, * EXCLUDE (id) FROM people WHERE id <= 40")  # roles follow
-    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id > 1000").df()  # only rows no one saw
+    db.sql("SELECT id, getposition(*, k := 10) FROM (SELECT * FROM people OFFSET 120) people").df()  # only new rows
     assert state(db)["ledger"] == [("run:1", 120), ("run:2", 40)]
     before = state(db)
     # all rows again: each in the box it was shown in (the old ones run 1's, the new ones run 2's), all served from
@@ -345,14 +349,15 @@ def test_two_connections_racing_crossing_releases_never_both_publish(tmp_path):
     def work(con, where):
         start.wait()
         try:
-            con.sql(f"SELECT id, getposition(*, k := 10) FROM people WHERE {where}").df()
+            con.sql(f"SELECT id, getposition(*, k := 10) FROM {where}").df()
             outcomes.append("published")
         except PrivacyError:
             outcomes.append("refused")
 
     cons = [crowddb.connect(path, seed=3, progress=False) for _ in range(2)]
     try:
-        threads = [threading.Thread(target=work, args=(c, w)) for c, w in zip(cons, ["id <= 80", "id > 40"])]
+        threads = [threading.Thread(target=work, args=(c, w)) for c, w in zip(cons, [
+            "(SELECT * FROM people LIMIT 80) people", "(SELECT * FROM people OFFSET 40) people"])]
         for t in threads:
             t.start()
         for t in threads:
@@ -410,13 +415,13 @@ def test_the_ledger_still_names_the_same_rows_after_deletes_and_a_checkpoint(tmp
 
 
 def test_fka_over_rows_shown_before_is_refused_before_it_buys_samples(db):
-    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id <= 60").df()
+    db.sql(f"SELECT id, getposition(*, k := 10) FROM {FIRST_60}").df()
     before = state(db)
     with pytest.raises(PrivacyError, match=r"getposition: 60 of its 120 rows were shown by an earlier release; FKA "
                                            r"would buy .* Nothing was bought"):
         db.sql("SELECT id, getposition(*, k := 10, anonymizer := 'fka') FROM people").df()
     assert state(db) == before  # no sample was posted or paid
-    db.sql("SELECT id, getposition(*, k := 10, anonymizer := 'fka') FROM people WHERE id > 60").df()  # new rows
+    db.sql(f"SELECT id, getposition(*, k := 10, anonymizer := 'fka') FROM {AFTER_60}").df()  # new rows
     assert state(db)["posted"] > before["posted"]
 
 
@@ -424,7 +429,7 @@ def test_has_releases_and_shown_before_read_the_ledger(db):
     from crowddb.store.composition import has_releases, shown_before
 
     assert not has_releases(db.con, ("people",)) and shown_before(db.con, "people", by_ref(db).index.to_numpy()) == 0
-    db.sql("SELECT id, getposition(*, k := 10) FROM people WHERE id <= 60").df()
+    db.sql(f"SELECT id, getposition(*, k := 10) FROM {FIRST_60}").df()
     assert has_releases(db.con, ("other", "PEOPLE")) and not has_releases(db.con, ("other",))
     refs = by_ref(db)
     shown = refs[refs <= 60].index.to_numpy()

@@ -57,7 +57,10 @@ def readme_example() -> dict:
         db.load_csv("adult", adult_path(), quasi_identifiers=["age", "sex", "education_num"],
                     sensitive=["occupation"], ground_truth="occupation", key="id",
                     core=["age", "sex", "education_num", "workclass", "hours_per_week"])
-        q = "SELECT id, age, getposition(*, k := 10) AS job FROM adult WHERE age < 30 ORDER BY id LIMIT 500"
+        # issue 24: ORDER BY id LIMIT 500 chose the rows by the key (refused now); the first 500 people under 30 in
+        # the table's order are the same rows (ids ascend with it), asked about in the same order
+        q = ("SELECT * FROM (SELECT id, age, getposition(*, k := 10) AS job FROM adult WHERE age < 30 LIMIT 500) "
+             "ORDER BY id")
         db.explain(q)
         db.sql(q).df()
         db.sql("SELECT content FROM crowddb_hit_items LIMIT 2").fetchall()
@@ -79,9 +82,14 @@ DEMO_ROLES = {
 def demo(rows: int = 2000, seed: int = 7) -> dict:
     with crowddb.connect(seed=seed, progress=False) as db:
         db.load_csv("adult", adult_path(), replace=True, **DEMO_ROLES)
+        # issue 24: WHERE id <= rows chose the rows by the key (refused now); the first rows of the table are the
+        # same rows (ids ascend with the table's order), and a subquery listing the core columns in their declared
+        # order publishes them in the same order as the table itself
+        first_rows = (f"(SELECT {', '.join(DEMO_ROLES['core'])}, education, id, occupation FROM adult "
+                      f"LIMIT {int(rows)}) adult")
         query = f"""
-            SELECT id, age, education, getposition(*, k := 10) AS job
-            FROM adult WHERE id <= {int(rows)} ORDER BY id"""
+            SELECT * FROM (SELECT id, age, education, getposition(*, k := 10) AS job
+            FROM adult LIMIT {int(rows)}) ORDER BY id"""
         db.explain(query)
         db.sql(query).df()
         db.sql(f"""
@@ -89,7 +97,7 @@ def demo(rows: int = 2000, seed: int = 7) -> dict:
             SELECT avg((j.job = a.occupation)::INT) AS agree FROM j JOIN adult a USING (id)""").fetchall()
         pick = f"""
             SELECT education, getcandidate(*, 'Prof-specialty') AS candidate, count(*) AS people
-            FROM adult WHERE id <= {int(rows)} GROUP BY education ORDER BY people DESC LIMIT 5"""
+            FROM {first_rows} GROUP BY education ORDER BY people DESC LIMIT 5"""
         # issue 15: the same people generalized per education level after getposition's release: refused (the demo
         # now asks about other people); the pinned getcandidate items are those of a database of its own
         with pytest.raises(PrivacyError, match="k-anonymity of run:1"):

@@ -115,14 +115,17 @@ def test_our_own_names_are_never_scanned(db):
 
 def test_object_in_a_human_operator_query_is_withheld_while_roles_exist():
     crowd = RecordingCrowd(qualities=np.ones(10), seed=1)
-    picks = pd.DataFrame({"id": [3, 5, 8], "note": ["SECRET-3", "SECRET-5", "SECRET-8"]})  # noqa: F841
+    # joined by education, not by the key: rows chosen by the key are refused (issue 24)
+    picks = pd.DataFrame({"edu": [3, 5, 8], "note": ["SECRET-3", "SECRET-5", "SECRET-8"]})  # noqa: F841
     people = people_frame()
     with crowddb.connect(platform=crowd, seed=3, progress=False) as db:
         db.load_frame("people", people, sensitive=["salary"], ground_truth="job", key="id")
-        plan = db.explain("SELECT p.id, getposition(*) AS job FROM people p JOIN picks USING (id)")
+        plan = db.explain("SELECT p.id, getposition(*) AS job FROM people p JOIN picks USING (edu)")
         assert "picks" in plan.operators[0].withheld.get("note", "")
-        got = db.sql("SELECT p.id, getposition(*) AS job FROM people p JOIN picks USING (id) ORDER BY p.id").fetchall()
-    assert got == [(i, people.set_index("id").loc[i, "job"]) for i in (3, 5, 8)]  # a perfect crowd
+        got = db.sql("SELECT p.id, getposition(*) AS job FROM people p JOIN picks USING (edu) ORDER BY p.id"
+                     ).fetchall()
+    chosen = people[people["edu"].isin([3, 5, 8])]
+    assert len(chosen) > 0 and got == list(zip(chosen["id"], chosen["job"]))  # a perfect crowd
     published = pd.concat(crowd.published)
     assert not published.astype(str).apply(lambda c: c.str.contains("SECRET")).any().any()
     assert "note" not in published.columns

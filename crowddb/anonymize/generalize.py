@@ -152,7 +152,12 @@ def assemble(frame: pd.DataFrame, enc: Encoding, gid: np.ndarray, blo: np.ndarra
              labels: list[tuple[np.ndarray, np.ndarray]], k: int, method: str, extra: dict | None = None,
              suppressed: np.ndarray | None = None) -> Release:
     """Build the Release from pre-classes ``gid`` (0..G-1) with boxes and (distinct labels, label per pre-class)."""
-    groups = compact(lex_ids(np.hstack([blo, bhi]))[gid])  # classes numbered in their boxes' order  # pre-classes without rows (e.g. all suppressed) vanish
+    # classes numbered in their boxes' order; what a worker tells apart is the labels, so they split classes too (a
+    # full-domain level whose top range spans the scale has the box of a suppressed row, not its '*'); pre-classes
+    # without rows (e.g. all suppressed) vanish
+    shown = (np.stack([np.unique(np.asarray(labs).astype(str), return_inverse=True)[1].reshape(-1)[cls]
+                       for labs, cls in labels], axis=1).astype(np.float64) if labels else blo[:, :0])
+    groups = compact(lex_ids(np.hstack([blo, bhi, shown]))[gid])
     spans = np.array([enc.columns[q].span for q in enc.qis])
     weights = np.bincount(gid, minlength=len(blo)).astype(float)
     metrics = release_metrics(groups, blo, bhi, spans, k, suppressed, weights)

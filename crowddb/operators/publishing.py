@@ -36,21 +36,24 @@ def render(values: pd.Series) -> pd.Series:
 
 
 def answer_domain(op: HumanOperator, frame: pd.DataFrame) -> tuple[str, ...] | None:
-    """The answers a worker may give: None for pick-a-row (group) operators."""
+    """The answers a worker may give: None for pick-a-row (group) operators; else the definition's list.
+
+    Never the values of the rows asked about: a HIT over people all of one occupation would list that one occupation
+    (issue 24). A definition whose domain is its input's ground truth reaches here resolved to every value of the
+    stored ground-truth column (``crowddb.privacy.selection.with_answer_domain``, which the planner applies); one left
+    unresolved is refused."""
     if op.kind == "group":
         return None
     if isinstance(op.domain, tuple):
-        if len(op.domain) < 2:
+        if len(set(op.domain)) < 2:
             raise ArgumentError(f"{op.name}: the answer domain needs at least two answers")
         return op.domain
     if TRUTH not in frame:
         raise ArgumentError(f"{op.name}: its answer domain comes from the ground-truth column, and the "
                             "input has none; declare a ground_truth column or pass domain := [...]")
-    values = frame[TRUTH].dropna().astype(str).unique()
-    if not len(values):
-        raise ArgumentError(f"{op.name}: its answer domain comes from the ground-truth column, which holds "
-                            "no known value in the input; pass domain := [...]")
-    return tuple(sorted(values))
+    raise ArgumentError(f"{op.name}: its answer domain is every value of the stored ground-truth column, which crowddb "
+                        "could not tell for this input; pass domain := [...] (the rows asked about never supply "
+                        "it: workers would learn their values from the choices)")
 
 
 def knowledge(frame: pd.DataFrame, raw: pd.DataFrame) -> KnowledgeBase | None:

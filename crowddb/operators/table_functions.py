@@ -21,7 +21,15 @@ from sqlglot import exp
 from .. import _sql
 from .._duck import setting
 from ..arguments import NUMBER, REQUIRED, SEED, Param, bind, check_finite
-from ..errors import ArgumentError, CrowdDBError, CrowdDBWarning, EmptyInputError, PrivacyError, UnknownColumnError
+from ..errors import (
+    ArgumentError,
+    CrowdDBError,
+    CrowdDBWarning,
+    EmptyInputError,
+    PrivacyBudgetError,
+    PrivacyError,
+    UnknownColumnError,
+)
 from ..store import TableRoles, composition, privacy
 from .context import OperatorContext
 
@@ -226,21 +234,37 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
         raise ArgumentError(f"PRIVATE_SYNTH: {int(bad.sum())} claim value(s) are NaN or infinite; filter them first "
                             f"(e.g. {_where(args['value'], 'isfinite')})")
     options = {k: v for k, v in args.items() if k not in ("object", "source", "value", "seed")}
+    # what the epsilon budget charges (the planner declared and checked this very figure before any noise is drawn:
+    # the same function of the same arguments and frozen input), so the release logs what was charged (issue 24)
+    charge = private_synth_charge(rows, named)
     with _named("PRIVATE_SYNTH"):
         result = synthesize(frame[args["object"]].to_numpy(), frame[args["source"]].to_numpy(), x,
                             seed=_seed(ctx, args["seed"]), **options)
     summary = dict(result.summary)
     if not len(result.rows):
         warnings.warn(_nothing_synthesized(result.report, args), CrowdDBWarning, stacklevel=2)
-    report = {"operator": "PRIVATE_SYNTH", **{k: v for k, v in summary.items() if k != "parameters"},
-              "guarantee": summary.get("guarantee", summary.get("scope")),
+    epsilon, delta = summary.get("epsilon_release"), summary.get("delta_release")
+    if charge is not None:
+        # the worst case over max_attempts candidates per object, summed over a source's objects: the realized
+        # epsilon_release (the candidates this run happened to try, max over objects) depends on the data through
+        # how many were tried, so it is reported, never charged
+        charged = charge.summary()
+        epsilon, delta = charged["epsilon_max"], charged["delta_max"]
+        summary.update(epsilon_charged=epsilon, delta_charged=delta)
+        summary["guarantee"] = (f"{summary.get('guarantee', summary.get('scope'))}; charged to the epsilon budget "
+                                f"per source: up to ({epsilon:.6g}, {delta:.6g}), {charge.basis} (the release log "
+                                "records this figure)")
+    figures = {k: v for k, v in summary.items() if k != "parameters"}
+    report = {"operator": "PRIVATE_SYNTH", **figures, "guarantee": summary.get("guarantee", summary.get("scope")),
               "table": result.report.drop(columns=["bandwidth"], errors="ignore")}
-    # the log's epsilon/delta are the release's guarantee (composed); the per-value figures are in the metrics
     log = result.report[["object", "n_claims", "released", "rows", "reached_m", "tried", "rejected", "epsilon",
                          "delta", "guarantee_holds", "reason"]].assign(object=lambda d: d["object"].astype(str))
-    release = ReleaseEntry("synthesis", str(summary.get("method")), args["k"], summary.get("epsilon_release"),
-                           summary.get("delta_release"), options,
-                           {k: v for k, v in summary.items() if k != "parameters"}, objects=log)
+    metrics = dict(figures)
+    if charge is not None:  # per source, exactly as the ledger's charge rows hold them
+        metrics["charged_per_source"] = {str(u): [float(e), float(d)] for u, e, d in zip(
+            charge.per_unit["unit_id"], charge.per_unit["epsilon"], charge.per_unit["delta"])}
+    release = ReleaseEntry("synthesis", str(summary.get("method")), args["k"], epsilon, delta, options, metrics,
+                           objects=log)
     return TableResult(result.rows[["object", "value"]].reset_index(drop=True), report, release)
 
 
@@ -259,8 +283,8 @@ def _nothing_synthesized(report: pd.DataFrame, args: dict[str, Any]) -> str:
 # any noise is drawn): the planner checks it against the budget and writes it with the release (store/privacy.py).
 # None: the call releases nothing under DP (or its arguments are bad, and the function itself says so).
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, NUMBER) and not isinstance(value, bool) and math.isfinite(value) \
-        else None
+    plain = isinstance(value, NUMBER) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if plain else None
 
 
 def _source_counts(rows: TableInput, source: Any) -> pd.Series | None:
@@ -362,6 +386,78 @@ def private_synth_charge(rows: TableInput, named: dict[str, Any]) -> privacy.Cha
                           "per object, summed over the source's objects")
 
 
+def check_charged_unit(con: duckdb.DuckDBPyConnection, query: exp.Query, named: dict[str, Any],
+                       tables: list[str], operator: str) -> None:
+    """Refuse (PrivacyBudgetError, before anything is computed) a charge whose unit column is not an unchanged copy
+    of a stored column of the tables it is charged to (through CTEs, subqueries, unions and views; issue 24). The
+    budget is kept per unit id, so ``worker || '#'`` or ``upper(worker)`` would make every source a new one, with a
+    budget of its own. ``query``: the call's input as written (before it was frozen); ``tables``: the charged base
+    tables (none: nothing is charged to a table, nothing to check)."""
+    column = named.get("source")
+    if not tables or not isinstance(column, str):
+        return
+    found = _stored_columns(con, query, column, frozenset())
+    if isinstance(found, set):
+        outside = sorted(f"{t}.{c}" for t, c in found if t.lower() not in {x.lower() for x in tables})
+        if not outside:
+            return
+        found = f"it is a copy of {', '.join(outside)}, which the budget of {', '.join(tables)} does not cover"
+    raise PrivacyBudgetError(
+        f"{operator}: source := {column!r} is not a stored column of {', '.join(tables)}: {found}. The privacy budget "
+        f"is kept per source id, so a spelling of the source made by an expression would be a new source with a "
+        f"budget of its own: pass the stored column itself (e.g. SELECT worker ... with source := 'worker'), "
+        "unchanged. Nothing was computed or charged")
+
+
+def _stored_columns(con: duckdb.DuckDBPyConnection, query: exp.Query, column: str,
+                    seen: frozenset[str]) -> set[tuple[str, str]] | str:
+    """The stored (table, column) pairs output ``column`` of ``query`` is an unchanged copy of (one per branch of a
+    union), following views into their definitions; else why it is not one (text for the refusal). Lineage by
+    sqlglot's scope and lineage, as crowddb/lineage.py judges what a worker may see."""
+    import sqlglot
+    from sqlglot.lineage import to_node
+    from sqlglot.optimizer.qualify import qualify
+    from sqlglot.optimizer.scope import build_scope
+
+    from ..lineage import Lineage, _is_copy, _leaf_column, view_query
+    from ..store.roles import relation_kind
+
+    schema = Lineage(con)._schema()
+    try:
+        tree = qualify(query.copy(), schema=schema, dialect=_sql.DIALECT, validate_qualify_columns=False,
+                       quote_identifiers=True, identify=True)
+        root = build_scope(tree)
+        at = [i for i, s in enumerate(tree.selects) if s.alias_or_name.lower() == column.lower()]
+        node = to_node(at[0], root, dialect=_sql.DIALECT, schema=schema) if root is not None and len(at) == 1 else None
+    except (sqlglot.errors.SqlglotError, KeyError, ValueError, TypeError, IndexError):
+        node = None
+    if node is None:
+        return "its lineage cannot be followed"
+    if not _is_copy(node):
+        return "it is computed by an expression, not copied from a column"
+    found: set[tuple[str, str]] = set()
+    for leaf in node.walk():
+        if leaf.downstream:
+            continue
+        name = _leaf_column(leaf)
+        if not (isinstance(leaf.source, exp.Table) and isinstance(leaf.source.this, exp.Identifier)) or name is None:
+            return "it is not read from a table"
+        table = leaf.source.name
+        kind = relation_kind(con, table)
+        if kind == "view" and table.lower() not in seen:
+            definition = view_query(con, table)
+            inner = "the view's definition cannot be read" if definition is None else _stored_columns(
+                con, definition, name, seen | {table.lower()})
+            if isinstance(inner, str):
+                return f"through view {table}: {inner}"
+            found |= inner
+        elif kind == "table":
+            found.add((table, name))
+        else:
+            return f"it comes from {table}, which is not a stored table"
+    return found
+
+
 # ---------------------------------------------------------------------------------------- PRIVACY_BUDGET
 def privacy_budget(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
                    ) -> TableResult:
@@ -403,22 +499,15 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     hierarchies = args["hierarchies"]
     if hierarchies is not None and not all(isinstance(v, str) for v in hierarchies.values()):
         raise ArgumentError("ANONYMIZE: hierarchies := {'column': 'path/to/hierarchy.csv', ...} takes ARX CSV paths")
-    qi = args["quasi_identifiers"]
-    if qi is None:
-        if not roles.quasi_identifiers:
-            raise ArgumentError("ANONYMIZE: pass quasi_identifiers := ['col', ...] (the input declares none)")
-        qi = list(roles.quasi_identifiers)
+    qi = _effective_quasi_identifiers(rows.columns, roles, args["quasi_identifiers"])
     kinds = {c: v for c, v in roles.kinds.items() if v}
     if args["method"] == "fka":
         raise ArgumentError("ANONYMIZE: method 'fka' needs the crowd; use it through a human operator "
                             "(anonymizer := 'fka')")
-    missing = [q for q in qi if q not in rows.columns]
-    if missing:  # named against all the input's columns, before only the read ones are fetched
-        raise UnknownColumnError(f"unknown quasi-identifier(s) {missing}; columns are {list(rows.columns)}")
     key = _key_column(rows.columns, roles)
-    # a key the caller generalizes (a quasi-identifier) or measures diversity on is not a raw identifier here
-    used = {str(c).lower() for c in qi if isinstance(c, str)} | {str(args["sensitive"] or "").lower()}
-    key_dropped = key is not None and not args["keep_key"] and key.lower() not in used
+    # a key the caller generalizes (a quasi-identifier) is not a raw identifier here; one it measures l-diversity on
+    # (sensitive := 'id') still is, and is dropped unless keep_key := true says the caller wants it (issue 24)
+    key_dropped = key is not None and not args["keep_key"] and key.lower() not in {c.lower() for c in qi}
     seed = _seed(ctx, args["seed"])
     read = [*qi, *([args["sensitive"]] if args["sensitive"] else []), *(hierarchies or {})]
     release = anonymize(rows.df(read), qi, args["k"], method=args["method"], strict=args["strict"],
@@ -426,7 +515,7 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
                         hierarchies=hierarchies)
     metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
     report = {"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}", "key": key,
-              "key_dropped": key_dropped}
+              "key_dropped": key_dropped, "declared_quasi_identifiers": list(roles.quasi_identifiers)}
     entry = ReleaseEntry("anonymization", args["method"], args["k"], None, None,
                          {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"],
                           "hierarchies": hierarchies, "key": key, "key_dropped": key_dropped}, metrics)
@@ -460,6 +549,23 @@ def _release_rows(rows: TableInput, columns: list[str], release, order: np.ndarr
             arrays.append(rows.snapshot.column(i).take(taken))  # one vectorized gather (DuckDB reads it in order)
             types.append(rows.types[i])
     return ArrowRows(pa.Table.from_arrays(arrays, names=columns), types)
+
+
+def _effective_quasi_identifiers(columns: list[str], roles: TableRoles, given: list | None) -> list[str]:
+    """ANONYMIZE's quasi-identifiers: those ``quasi_identifiers := [...]`` names, then every declared one it leaves
+    out (issue 24: the argument may add columns, never drop a declared one, which would be released raw), each once
+    and spelt as the input spells it (names match case-insensitively, as DuckDB's do). The given order comes first:
+    a list that names every declared one generalizes exactly as before."""
+    declared = list(roles.quasi_identifiers)
+    if not declared and not given:
+        raise ArgumentError("ANONYMIZE: pass quasi_identifiers := ['col', ...] (the input declares none)")
+    if any(not isinstance(c, str) for c in given or []):
+        raise ArgumentError(f"ANONYMIZE: quasi_identifiers := [...] takes column names, got {given!r}")
+    by_lower = {c.lower(): c for c in columns if isinstance(c, str)}
+    missing = [c for c in [*(given or []), *declared] if c.lower() not in by_lower]
+    if missing:  # named against all the input's columns, before only the read ones are fetched
+        raise UnknownColumnError(f"unknown quasi-identifier(s) {missing}; columns are {list(columns)}")
+    return list(dict.fromkeys(by_lower[c.lower()] for c in [*(given or []), *declared]))
 
 
 def _key_column(columns: list[str], roles: TableRoles) -> str | None:

@@ -270,6 +270,17 @@ class Store:
         return self.con.execute("SELECT worker_id, marketplace_id, assignments, reward FROM crowddb_payouts "
                                 "WHERE run_id = ? ORDER BY worker_id", [run_id]).df()
 
+    def anything_protected(self) -> bool:
+        """Is anything protected here: a declared role, a k-anonymous release on record, a privacy-budget act?"""
+        return bool(self.con.execute("SELECT EXISTS (FROM crowddb_columns) OR EXISTS (FROM crowddb_ledger) "
+                                     "OR EXISTS (FROM crowddb_privacy_ledger)").fetchall()[0][0])
+
+    def bought_per_operator(self) -> pd.DataFrame:
+        """Per operator: its runs, HITs and assignments bought and what they cost (US$)."""
+        return self.con.execute("SELECT operator, count(*) AS runs, sum(hits)::BIGINT AS hits, "
+                                "sum(assignments)::BIGINT AS assignments, round(sum(cost), 2) AS usd "
+                                "FROM crowddb_runs GROUP BY operator ORDER BY operator").df()
+
     def last_run(self) -> int:
         """The id of the latest crowd run (0: none)."""
         return int(self.con.execute("SELECT coalesce(max(run_id), 0) FROM crowddb_runs").fetchall()[0][0])
@@ -333,10 +344,12 @@ class Store:
         """A 'budget' act on the privacy ledger (``privacy.set_budget``), in a transaction of its own."""
         self.in_own_transaction(lambda: privacy.set_budget(self.con, table, epsilon=epsilon, delta=delta, unit=unit,
                                                            composition=composition))
+        privacy.settle(self.con)  # issue 24: a ledger key this act made becomes <file>.key once it is committed
 
     def reset_privacy_budget(self, table: str, unit: str = "source") -> None:
         """A 'reset' act on the privacy ledger: earlier charges stop counting, and the reset is on record."""
         self.in_own_transaction(lambda: privacy.reset(self.con, table, unit))
+        privacy.settle(self.con)  # issue 24: as set_privacy_budget
 
     def log_charged_release(self, *, tables: Sequence[str], charge: privacy.Charge, **release: Any) -> int:
         """``log_release`` and the release's charges (``privacy.record``) in ONE transaction: a crash leaves both or
@@ -350,7 +363,9 @@ class Store:
             privacy.record(self.con, tables, charge, release_id)
             return release_id
 
-        return self.in_own_transaction(write)
+        release_id = self.in_own_transaction(write)
+        privacy.settle(self.con)  # issue 24: as set_privacy_budget
+        return release_id
 
 
 def _ids(hit_ids: Sequence[str]) -> pd.DataFrame:

@@ -13,14 +13,25 @@ Composition (per unit id, over the charges since the last reset):
   Only releases with a rho may be charged under it (pure epsilon-DP: rho = epsilon^2 / 2, Bun & Steinke Proposition
   1.4; Gaussian: ``gaussian_rho``).
 The report shows both totals whatever the budget's composition.
+
+The chain is keyed (issue 24): each row's hash is HMAC-SHA256 under a secret kept outside the database file
+(``ledger_key``: ``CROWDDB_LEDGER_KEY``, else ``<database file>.key`` created 0600 beside it, else for an in-memory
+database a random key of this process), so whoever can edit the file but not read the key cannot recompute it. Every
+charge and every act verifies it first (``verify``); a chain sealed by an older crowddb without a key is verified once
+with plain SHA-256 and re-sealed in the transaction of the next act, which records a 'rekey' act (``_reseal``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
+import hmac
 import math
+import os
+import secrets
+import time
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
@@ -28,11 +39,12 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from .._duck import registered
-from ..errors import ArgumentError, PrivacyBudgetError
+from .._duck import in_transaction, registered, transaction
+from ..errors import ArgumentError, PrivacyBudgetError, QueryError
 from ..truth.noise import opendp_available
 
 LEDGER = "crowddb_privacy_ledger"
+HEAD = "crowddb_privacy_ledger_head"  # the sealed head: where the chain ends (a cut-off end shows)
 SPENT_VIEW = "crowddb_privacy_spent"
 UNITS = ("source",)  # the protected unit a charge is declared in: one source (worker) of the claims
 COMPOSITIONS = ("sequential", "zcdp")
@@ -136,53 +148,448 @@ def _cks_epsilon(rho: float, delta: float) -> float:
 
 
 # ------------------------------------------------------------------------------------------------- the ledger
+def _text(v: object) -> str:
+    kind = type(v)  # the types DuckDB reads back first: the chain is recomputed over every row at each verify
+    if kind is str:
+        return v
+    if kind is int:
+        return str(v)
+    if kind is float:
+        return "" if math.isnan(v) else repr(v)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return str(v)
+
+
 def _content(row: Sequence) -> str:
     """A ledger row's content as hashed: every column but created_at and the hashes, NULLs as empty, floats by repr
     (DuckDB keeps a DOUBLE exactly, so the text is the same when read back)."""
-    def text(v: object) -> str:
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            return ""
-        if isinstance(v, (float, np.floating)):
-            return repr(float(v))
-        if isinstance(v, (int, np.integer)):
-            return str(int(v))
-        return str(v)
-    return "|".join(text(v) for v in row)
+    return "|".join(map(_text, row))
 
 
-def _chain(prev: str, content: str) -> str:
-    return hashlib.sha256(f"{prev}|{content}".encode()).hexdigest()
+def _chain(secret: bytes | None, prev: str, content: str) -> str:
+    """The next link of the chain: HMAC-SHA256 under ``secret`` (None: the unkeyed SHA-256 of ledgers written before
+    the chain was keyed, computed only to verify such a ledger once before it is re-sealed)."""
+    message = f"{prev}|{content}".encode()
+    if secret is None:
+        return hashlib.sha256(message).hexdigest()
+    return hmac.digest(secret, message, "sha256").hex()
+
+
+def _head_mac(secret: bytes, seq: int, last: str) -> str:
+    """The head's seal: that the chain ends at row ``seq`` whose hash is ``last``. A chain alone cannot show that rows
+    were cut off its end (what is left still verifies); a head naming the newest row, sealed under the key, does."""
+    return hmac.digest(secret, f"head|{seq}|{last}".encode(), "sha256").hex()
+
+
+# --------------------------------------------------------------------------------------------- the ledger's key
+KEY_ENV = "CROWDDB_LEDGER_KEY"
+KEY_SUFFIX = ".key"
+# a new key of a database file stays <file>.key.pending until the chain sealed with it is known committed (the next
+# verify outside a transaction): a ROLLBACK or a crash before that leaves no <file>.key, so "a key file and no chain
+# sealed under it" always means the chain was edited (emptied, or recomputed without the key), never an act undone
+PENDING_SUFFIX = ".key.pending"
+_PROCESS_KEY = secrets.token_bytes(32)  # an in-memory database's: it lives as long as the database does
+_REKEY = "rekey"
+
+
+@dataclasses.dataclass(frozen=True)
+class LedgerKey:
+    """The secret the chain is sealed with, where it lives (named in messages), and the pending key file it was read
+    from (``PENDING_SUFFIX``), if so."""
+
+    secret: bytes = dataclasses.field(repr=False)
+    where: str
+    pending: str | None = None
+
+
+def database_file(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The file of the connection's current database (which holds the ledger); None when it is in memory."""
+    rows = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
+    return str(rows[0][0]) if rows and rows[0][0] else None
+
+
+def _env_key() -> bytes | None:
+    text = os.environ.get(KEY_ENV)
+    if text is None:
+        return None
+    if not text.strip():
+        raise PrivacyBudgetError(f"{KEY_ENV} is set but empty: set it to the privacy ledger's key (hex digits or any "
+                                 "string), or unset it to use the key file beside the database")
+    try:
+        return bytes.fromhex(text.strip())  # hex digits: the bytes they spell
+    except ValueError:
+        return text.encode()  # any other string: its UTF-8 bytes
+
+
+def _read_key_file(path: str) -> bytes:
+    text = ""
+    for _ in range(400):  # another process may have just created it (empty) and not yet written it: wait for that
+        with open(path, encoding="ascii", errors="replace") as f:
+            text = f.read().strip()
+        if text:
+            break
+        time.sleep(0.005)
+    try:
+        secret = bytes.fromhex(text)
+    except ValueError:
+        secret = b""
+    if len(secret) != 32:
+        raise PrivacyBudgetError(f"the privacy ledger's key file {path} is damaged (it should hold 64 hex digits): "
+                                 "restore it from a backup, so the ledger can be verified and charged again")
+    return secret
+
+
+def _create_key_file(path: str) -> bytes:
+    """A new random key in ``path``, created atomically with mode 0600 (O_CREAT | O_EXCL: never over a key that
+    exists); if another process created it first, that key."""
+    secret = secrets.token_bytes(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        return _read_key_file(path)
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o600)  # 0600 whatever the umask (which can only have taken bits away)
+        os.write(fd, f"{secret.hex()}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return secret
+
+
+def ledger_key(con: duckdb.DuckDBPyConnection) -> LedgerKey | None:
+    """The key the ledger is sealed with: ``CROWDDB_LEDGER_KEY`` if set (hex digits are read as the bytes they spell,
+    any other string as its UTF-8); else, for a database file, ``<file>.key`` beside it; for an in-memory database, a
+    random key of this process. None: a database file with no key file."""
+    env = _env_key()
+    if env is not None:
+        return LedgerKey(env, f"the key in {KEY_ENV}")
+    db = database_file(con)
+    if db is None:
+        return LedgerKey(_PROCESS_KEY, "this process's key (an in-memory database)")
+    path = db + KEY_SUFFIX
+    return LedgerKey(_read_key_file(path), path) if os.path.exists(path) else None
+
+
+def _pending_key(con: duckdb.DuckDBPyConnection, *, create: bool) -> LedgerKey | None:
+    """A database file's pending key (``PENDING_SUFFIX``), made when ``create`` and missing; None without one, and
+    when the key comes from the environment or the database is in memory (they have no key files)."""
+    db = database_file(con)
+    if db is None or os.environ.get(KEY_ENV) is not None:
+        return None
+    pending = db + PENDING_SUFFIX
+    if os.path.exists(pending):
+        return LedgerKey(_read_key_file(pending), db + KEY_SUFFIX, pending)
+    return LedgerKey(_create_key_file(pending), db + KEY_SUFFIX, pending) if create else None
+
+
+def _settle(con: duckdb.DuckDBPyConnection, key: LedgerKey) -> None:
+    """A pending key whose chain is committed (it verifies, and no transaction is open) becomes the key file: a hard
+    link (never over an existing key file), then the pending name removed."""
+    if key.pending is None or in_transaction(con):
+        return
+    try:
+        os.link(key.pending, key.where)
+    except FileExistsError:  # another process promoted it; a different (or damaged) key file: keep both
+        try:
+            same = hmac.compare_digest(_read_key_file(key.where), key.secret)
+        except (OSError, PrivacyBudgetError):
+            same = False
+        if not same:
+            return
+    except OSError:  # a file system without hard links: a rename (there is no key file, so it replaces nothing)
+        with contextlib.suppress(OSError):
+            os.rename(key.pending, key.where)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(key.pending)
+
+
+def settle(con: duckdb.DuckDBPyConnection) -> None:
+    """After an act's transaction: a key it made (pending until its chain is committed) becomes ``<file>.key``, so the
+    key file is there as soon as the act returns. Cheap when there is no pending key (one stat)."""
+    db = database_file(con)
+    if db is not None and os.path.exists(db + PENDING_SUFFIX) and not in_transaction(con):
+        verify(con)  # promotes the pending key when the committed chain verifies under it
+
+
+# ----------------------------------------------------------------------------------------- verifying the chain
+def _rows(con: duckdb.DuckDBPyConnection, after: int = 0) -> list[tuple]:
+    return con.execute(f"SELECT {', '.join(_COLUMNS)} FROM {LEDGER} WHERE seq > ? ORDER BY seq", [after]).fetchall()
+
+
+# What this process verified of a ledger, so that a charge (which verifies it before anything is computed, again in
+# its transaction, and before appending) does not recompute the whole chain in Python each time (about a second per
+# 100,000 rows). Per database: the rows 1..seq verified, their SHA-256 fingerprint taken by DuckDB over every column
+# the chain covers (JSON: one text per row, unambiguous), the newest one's hash and the key's digest. A verify whose
+# rows 1..seq have that fingerprint (the same values: an edit of any of them changes it) checks only the rows after
+# them. Inside one transaction nothing but its own appends can change the ledger, so a verify that finds the newest
+# row the transaction last verified or wrote is done.
+_VERIFIED: dict[str, tuple[int, str, str, str]] = {}
+_IN_TRANSACTION: dict[tuple[str, int], tuple[int, int, str, LedgerKey]] = {}  # per ledger and connection
+_FINGERPRINT = (f"SELECT sha256(coalesce(string_agg(to_json(struct_pack({', '.join(_COLUMNS)}))::VARCHAR, chr(10) "
+                f"ORDER BY seq), '')) FROM {LEDGER} WHERE seq <= ?")
+
+
+def _ledger_id(con: duckdb.DuckDBPyConnection) -> str:
+    return database_file(con) or f"memory:{id(con)}"
+
+
+def _transaction_id(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The open transaction's id; None in auto-commit mode (every statement a transaction of its own)."""
+    first = con.execute("SELECT txid_current()").fetchall()[0][0]
+    return int(first) if con.execute("SELECT txid_current()").fetchall()[0][0] == first else None
+
+
+def _fingerprint(con: duckdb.DuckDBPyConnection, upto: int) -> str:
+    return str(con.execute(_FINGERPRINT, [upto]).fetchall()[0][0])
+
+
+def _remember(con: duckdb.DuckDBPyConnection, seq: int, last: str, key: LedgerKey) -> None:
+    """The chain up to row ``seq`` (hash ``last``) verified under ``key`` (or written under it by this transaction)."""
+    ledger = _ledger_id(con)
+    tx = _transaction_id(con)
+    if tx is not None:
+        _IN_TRANSACTION[ledger, id(con)] = (tx, seq, last, key)
+    _VERIFIED[ledger] = (seq, last, _fingerprint(con, seq), hashlib.sha256(key.secret).hexdigest())
+
+
+def _verified_since(con: duckdb.DuckDBPyConnection, head: tuple | None) -> LedgerKey | None:
+    """The key, when what this process verified is unchanged and the rows after it, and the head, verify under it;
+    None: verify everything (``verify``'s full path, which also says what is wrong)."""
+    ledger = _ledger_id(con)
+    newest = con.execute(f"SELECT seq, hash FROM {LEDGER} ORDER BY seq DESC LIMIT 1").fetchall()
+    done = _IN_TRANSACTION.get((ledger, id(con)))
+    if done is not None and newest and done[0] == _transaction_id(con) and (done[1], done[2]) == newest[0]:
+        return done[3]
+    known = _VERIFIED.get(ledger)
+    key = ledger_key(con) or _pending_key(con, create=False)
+    if known is None or key is None or head is None:
+        return None
+    seq, last, fingerprint, digest = known
+    if not hmac.compare_digest(hashlib.sha256(key.secret).hexdigest(), digest) or _fingerprint(con, seq) != fingerprint:
+        return None
+    prev = last
+    for i, row in enumerate(_rows(con, after=seq), seq + 1):
+        if row[0] != i or row[-2] != prev or not hmac.compare_digest(_chain(key.secret, prev, _content(row[:-2])),
+                                                                     str(row[-1])):
+            return None
+        prev, seq = str(row[-1]), i
+    if head[0] != seq or head[1] != prev or not hmac.compare_digest(str(head[2]), _head_mac(key.secret, seq, prev)):
+        return None
+    _remember(con, seq, prev, key)
+    return key
+
+
+def _head(con: duckdb.DuckDBPyConnection) -> tuple | None:
+    try:
+        rows = con.execute(f"SELECT seq, hash, mac FROM {HEAD}").fetchall()
+    except duckdb.CatalogException:  # a read-only database last opened by a crowddb without the head
+        return None
+    return rows[0] if len(rows) == 1 else (None, None, None) if rows else None
+
+
+def _first_break(rows: list[tuple], secret: bytes | None) -> int | None:
+    """The 1-based position of the first row whose seq, prev_hash or hash does not follow from the rows before it under
+    ``secret`` (None: the unkeyed chain); None when the whole chain holds."""
+    prev = _GENESIS
+    for i, row in enumerate(rows, 1):
+        if row[0] != i or row[-2] != prev or not hmac.compare_digest(_chain(secret, prev, _content(row[:-2])),
+                                                                     str(row[-1])):
+            return i
+        prev = row[-1]
+    return None
+
+
+def _holds(rows: list[tuple], head: tuple | None, secret: bytes) -> bool:
+    """The chain verifies under ``secret`` and its sealed head names its newest row (nothing was cut off its end)."""
+    if not rows:
+        return head is None
+    if head is None or _first_break(rows, secret) is not None:
+        return False
+    seq, last = rows[-1][0], str(rows[-1][-1])
+    return head[0] == seq and head[1] == last and hmac.compare_digest(str(head[2]), _head_mac(secret, seq, last))
+
+
+def _refusal(what: str) -> PrivacyBudgetError:
+    return PrivacyBudgetError(f"the privacy ledger ({LEDGER}) {what}, so what was spent cannot be trusted and no "
+                              "charge or budget act is accepted; restore the database file from a backup")
+
+
+def _missing_key(db: str) -> PrivacyBudgetError:
+    return PrivacyBudgetError(
+        f"the privacy ledger ({LEDGER}) is sealed with a key that is not here: {db}{KEY_SUFFIX} (beside the database "
+        f"file) is missing and {KEY_ENV} is not set, so what was spent cannot be verified and no charge or budget act "
+        f"is accepted. Restore {db}{KEY_SUFFIX} from a backup, or set {KEY_ENV} to the key it was sealed with; if the "
+        "key is lost for good, crowddb.store.privacy.reseal(db.con, unverified=True) re-seals the ledger as it stands "
+        "under a new key and records that it could not be verified")
+
+
+def verify(con: duckdb.DuckDBPyConnection, *, seal: bool = False) -> LedgerKey | None:
+    """Check the keyed hash chain and its sealed head; raise PrivacyBudgetError naming the first row that does not
+    match (a row changed, deleted or inserted around the API), rows cut off its end, a chain recomputed or a ledger
+    emptied without the key, or a missing key. Returns the key the chain is sealed with (None: nothing is sealed).
+
+    A ledger an older crowddb sealed without a key (plain SHA-256, no head, no 'rekey' act) is taken as such only
+    while no key exists for the database (no key file; an in-memory database): ``seal`` (an act is about to be
+    appended, in the caller's transaction) verifies it once that way and re-seals it with the key (``_reseal``, a
+    'rekey' act). With ``CROWDDB_LEDGER_KEY`` nothing outside the database tells it from a chain recomputed without
+    the key, so it is refused until ``reseal`` is called for it."""
+    head = _head(con)
+    fast = _verified_since(con, head)
+    if fast is not None:
+        _settle(con, fast)
+        return fast
+    rows, key = _rows(con), ledger_key(con)
+    db, env = database_file(con), os.environ.get(KEY_ENV) is not None
+    has_key_file = key is not None and db is not None and not env  # made once a chain under it was committed
+    if not rows:
+        if head is not None:
+            raise _refusal("lost its rows outside crowddb (its sealed head names a newest row that is gone)")
+        if has_key_file:
+            raise _refusal(f"is empty, but {key.where} shows a ledger was kept: it was emptied outside crowddb")
+        return None
+    for candidate in (key, _pending_key(con, create=False)):
+        if candidate is not None and _holds(rows, head, candidate.secret):
+            _remember(con, rows[-1][0], str(rows[-1][-1]), candidate)
+            _settle(con, candidate)
+            return candidate
+    legacy = head is None and not any(row[1] == _REKEY for row in rows)  # how an older crowddb left it
+    if legacy and _first_break(rows, None) is None:
+        if env:
+            raise PrivacyBudgetError(
+                f"the privacy ledger ({LEDGER}) is sealed without a key: either a crowddb before keyed ledgers wrote "
+                f"it, and crowddb.store.privacy.reseal(db.con) verifies it and re-seals it with the key in {KEY_ENV} "
+                "(once), or someone recomputed its chain without the key, and the database file should be restored "
+                "from a backup")
+        if has_key_file:
+            raise _refusal(f"was changed outside crowddb: its chain was recomputed without the key ({key.where})")
+        if not seal:
+            return None
+        made = key or _pending_key(con, create=True)
+        _reseal(con, made, "sha256")
+        return made
+    if key is None and not legacy:
+        raise _missing_key(str(db))
+    bad = _first_break(rows, None if key is None else key.secret)
+    if bad is None:
+        raise _refusal(f"lost rows at its end, or its head was changed, outside crowddb (its newest row is seq "
+                       f"{rows[-1][0]}, which its sealed head does not name)")
+    row = rows[bad - 1]
+    what = f"was changed outside crowddb at seq {row[0]} (row {bad}): its hash chain does not match"
+    if key is not None and bad == 1 and row[0] == 1 and row[-2] == _GENESIS:  # perhaps the wrong key, not an edit
+        what += f" (or {key.where} is not the key it was sealed with: put that key back)"
+    raise _refusal(what)
+
+
+def reseal(con: duckdb.DuckDBPyConnection, *, unverified: bool = False) -> None:
+    """Re-seal the ledger with its key (``ledger_key``; a new one for a database file without a key file) and record a
+    'rekey' act, in one transaction. Without ``unverified``: only a ledger an older crowddb sealed without a key
+    (it verifies with plain SHA-256), which is needed once when the key comes from ``CROWDDB_LEDGER_KEY``. With
+    ``unverified=True``: the ledger as it stands, whatever its chain (its key is lost for good); the 'rekey' act says
+    it was not verified, and what was spent before it can no longer be vouched for."""
+    rows, head = _rows(con), _head(con)
+    key = ledger_key(con)
+    if key is not None and _holds(rows, head, key.secret):
+        return  # sealed under its key already
+    if not unverified:
+        bad = _first_break(rows, None)
+        if bad is not None or head is not None:
+            raise _refusal(f"does not verify unkeyed either (first at row {bad or len(rows)}): it was changed "
+                           "outside crowddb; if you know that, reseal(con, unverified=True) starts from it as it is")
+    _reseal(con, key or _pending_key(con, create=True), "unverified" if unverified else "sha256")
+
+
+def _reseal(con: duckdb.DuckDBPyConnection, key: LedgerKey, how: str) -> None:
+    """Every row's prev_hash and hash recomputed under ``key``, a 'rekey' act appended (its unit_id says how the old
+    chain was checked: 'sha256', verified unkeyed; 'unverified') and the head sealed, in one transaction (the
+    caller's, if open)."""
+    with transaction(con):
+        prev, out = _GENESIS, []
+        for row in _rows(con):
+            h = _chain(key.secret, prev, _content(row[:-2]))
+            out.append((row[0], prev, h))
+            prev = h
+        # renumbered 1..n in order (an unverified ledger may have gaps), as the chain expects
+        frame = pd.DataFrame([(i, *r) for i, r in enumerate(out, 1)], columns=["new", "seq", "prev_hash", "hash"])
+        if len(frame) and (frame["new"] != frame["seq"]).any():
+            frame = _renumbered(con, frame, key)
+        with registered(con, __crowd_privacy_seal=frame):
+            con.execute(f"UPDATE {LEDGER} SET prev_hash = s.prev_hash, hash = s.hash FROM __crowd_privacy_seal s "
+                        f"WHERE {LEDGER}.seq = s.seq").fetchall()
+        _write(con, key, [[_REKEY, "*", "*", how, None, None, None, None, None]])
+    _settle(con, key)
+
+
+def _renumbered(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, key: LedgerKey) -> pd.DataFrame:
+    """Rows with gaps in seq (rows deleted outside crowddb, re-sealed unverified) renumbered 1..n, their chain
+    recomputed over the new numbers; returns the seal frame keyed by the new seq."""
+    with registered(con, __crowd_privacy_renumber=frame[["new", "seq"]]):
+        con.execute(f"UPDATE {LEDGER} SET seq = -r.new FROM __crowd_privacy_renumber r "
+                    f"WHERE {LEDGER}.seq = r.seq").fetchall()
+        con.execute(f"UPDATE {LEDGER} SET seq = -seq WHERE seq < 0").fetchall()
+    prev, out = _GENESIS, []
+    for row in _rows(con):
+        h = _chain(key.secret, prev, _content(row[:-2]))
+        out.append((row[0], row[0], prev, h))
+        prev = h
+    return pd.DataFrame(out, columns=["new", "seq", "prev_hash", "hash"])
 
 
 def _append(con: duckdb.DuckDBPyConnection, rows: list[list]) -> None:
     """Append ``rows`` (act, table, unit, unit_id, release_id, epsilon, delta, rho, composition) with their seq and
-    hash chain; the caller holds the transaction (the last row's seq and hash are read inside it)."""
+    keyed hash chain, after verifying the chain (re-sealing an unkeyed one first); the caller holds the transaction
+    (the last row's seq and hash are read inside it). The first act of a database file makes its key (pending until
+    committed)."""
+    key = verify(con, seal=True) or ledger_key(con) or _pending_key(con, create=True)
+    _write(con, key, rows)
+
+
+def _write(con: duckdb.DuckDBPyConnection, key: LedgerKey, rows: list[list]) -> None:
     last = con.execute(f"SELECT seq, hash FROM {LEDGER} ORDER BY seq DESC LIMIT 1").fetchall()
     seq, prev = (int(last[0][0]), str(last[0][1])) if last else (0, _GENESIS)
     out = []
     for row in rows:
         seq += 1
         full = [seq, *row]
-        h = _chain(prev, _content(full))
+        h = _chain(key.secret, prev, _content(full))
         out.append([*full, prev, h])
         prev = h
     frame = pd.DataFrame(out, columns=_COLUMNS, dtype=object)  # object: a None stays NULL (not NaN) in DuckDB
     with registered(con, __crowd_privacy_rows=frame):
         con.execute(f"INSERT INTO {LEDGER} ({', '.join(_COLUMNS)}) SELECT {', '.join(_COLUMNS)} "
                     "FROM __crowd_privacy_rows").fetchall()
+    con.execute(f"DELETE FROM {HEAD}").fetchall()
+    con.execute(f"INSERT INTO {HEAD} (seq, hash, mac) VALUES (?, ?, ?)",
+                [seq, prev, _head_mac(key.secret, seq, prev)]).fetchall()
+    tx = _transaction_id(con)
+    if tx is not None:  # the chain this transaction verified, extended by its own rows
+        _IN_TRANSACTION[_ledger_id(con), id(con)] = (tx, seq, prev, key)
 
 
-def verify(con: duckdb.DuckDBPyConnection) -> None:
-    """Recompute the hash chain; raise PrivacyBudgetError at the first row that does not match (an edit, insert or
-    delete made around the API)."""
-    rows = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM {LEDGER} ORDER BY seq").fetchall()
-    prev = _GENESIS
-    for i, row in enumerate(rows, 1):
-        if row[0] != i or row[-2] != prev or _chain(prev, _content(row[:-2])) != row[-1]:
-            raise PrivacyBudgetError(
-                f"the privacy ledger ({LEDGER}) was changed outside crowddb at seq {row[0]} (row {i}): its hash "
-                "chain does not match, so what was spent cannot be trusted; restore the database file from a backup")
-        prev = row[-1]
+def private_files(database: str) -> None:
+    """Files at rest (issue 24): the database file crowddb.connect just created, and its write-ahead log, readable and
+    writable by their owner only (0600), before any of the caller's rows are written to them. Not a file (in memory,
+    a remote database): nothing to do."""
+    for path in (database, f"{database}.wal"):
+        if os.path.isfile(path) and not os.path.islink(path):
+            with contextlib.suppress(OSError):
+                os.chmod(path, 0o600)
+
+
+def refuse_in_transaction(con: duckdb.DuckDBPyConnection, operator: str) -> None:
+    """A charged release is refused inside the caller's transaction (BEGIN ... COMMIT), before anything is computed
+    (issue 24), as crowd operators are: a ROLLBACK would take back the charge but not what the caller saw, and the same
+    answers could then be spent again for free."""
+    if in_transaction(con):
+        raise QueryError(f"{operator} charges the privacy budget for what it releases, and inside BEGIN ... COMMIT a "
+                         "ROLLBACK would take back the charge but not what you saw of the result: run it outside "
+                         "BEGIN ... COMMIT (nothing was computed or charged)")
 
 
 def _check_unit(unit: str) -> str:
@@ -238,7 +645,9 @@ def _fmt(x: float) -> str:
 
 def check(con: duckdb.DuckDBPyConnection, tables: Sequence[str], charge: Charge) -> list[dict]:
     """Refuse ``charge`` (PrivacyBudgetError naming spent, asked and left) if it would overspend the budget of any
-    of ``tables`` for its unit; else return, per table, what it asks and what is left after it. Reads only."""
+    of ``tables`` for its unit; else return, per table, what it asks and what is left after it. Reads only; the
+    ledger's chain is verified first (an edited ledger, or one whose key is missing, refuses every charge)."""
+    verify(con)
     out = []
     asked = charge.per_unit.reset_index(drop=True)
     for table in tables:

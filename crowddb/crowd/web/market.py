@@ -11,11 +11,18 @@ answers' primary key (an assignment is answered once), and every change is one `
 A taken assignment not submitted within its lease may be reclaimed by the next worker: the lapsed row moves to
 ``lapsed`` (so its late submit is refused with a clear message) and the slot gets a new assignment id.
 
+At rest (issue 24): the file is created 0600 before SQLite opens it, and SQLite gives its -wal and -shm the file's
+mode. The requester token is stored as its SHA-256 only: the clear token is known to the ``Market`` that made it (and
+announced once); ``new_requester_token`` replaces a lost one. Worker tokens stay in clear: the requester page lists
+every worker's link, ``crowddb serve`` (another process) announces them, and the study link sends a returning
+participant back to their own link; they open one worker's HITs and earnings, and the file is the owner's only.
+
 This module knows nothing of DuckDB or crowddb's tables: it is the marketplace, like a remote service.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import math
@@ -174,7 +181,9 @@ class Market:
         if (gold_min is not None and gold_min < 1) or (gold_accuracy is not None and not 0 <= gold_accuracy <= 1):
             raise ArgumentError("gold_min must be at least 1 and gold_accuracy within [0, 1]")
         self.path = os.fspath(path)
+        _create_private(self.path)
         self.clock = clock or _now
+        self._requester_token: str | None = None  # known only to the Market that made it (stored hashed)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -250,7 +259,16 @@ class Market:
                 for statement in _statements(SCHEMA):
                     con.execute(statement)
         with self._write(con):
-            con.execute("INSERT OR IGNORE INTO settings VALUES ('requester_token', ?)", (secrets.token_urlsafe(24),))
+            clear = con.execute("SELECT value FROM settings WHERE key = 'requester_token'").fetchone()
+            if clear is not None:  # a market file from before the token was hashed: hashed now, the clear one gone
+                con.execute("INSERT OR IGNORE INTO settings VALUES ('requester_token_sha256', ?)", (_digest(clear[0]),))
+                con.execute("DELETE FROM settings WHERE key = 'requester_token'")
+            if con.execute("SELECT 1 FROM settings WHERE key = 'requester_token_sha256'").fetchone() is None:
+                token = secrets.token_urlsafe(24)
+                con.execute("INSERT INTO settings VALUES ('requester_token_sha256', ?)", (_digest(token),))
+                self._requester_token = token
+            elif clear is not None:
+                self._requester_token = clear[0]  # the requester has it already; this session may tell it again
             con.execute("INSERT OR IGNORE INTO settings VALUES ('market_id', ?)", (secrets.token_hex(8),))
             con.execute("INSERT OR IGNORE INTO settings VALUES ('completion_code', ?)",
                         (secrets.token_hex(4).upper(),))
@@ -278,8 +296,22 @@ class Market:
                         (key, value))
 
     @property
-    def requester_token(self) -> str:
-        return self.setting("requester_token")
+    def requester_token(self) -> str | None:
+        """The requester page's token in clear, when this Market made it (the file holds only its SHA-256); None
+        otherwise: it was announced when the market was made, and ``new_requester_token`` replaces a lost one."""
+        return self._requester_token
+
+    def new_requester_token(self) -> str:
+        """A new requester token (its SHA-256 stored): the old requester link stops working. Returns it in clear."""
+        token = secrets.token_urlsafe(24)
+        self.set_setting("requester_token_sha256", _digest(token))
+        self._requester_token = token
+        return token
+
+    def requester_ok(self, token: str) -> bool:
+        """Is ``token`` the requester's? Compared as SHA-256 digests in constant time."""
+        stored = self.setting("requester_token_sha256")
+        return stored is not None and hmac.compare_digest(_digest(str(token)), stored)
 
     @property
     def market_id(self) -> str:
@@ -723,6 +755,28 @@ def _writer_lock(path: str) -> threading.Lock:
     key = os.path.realpath(path)
     with _WRITERS_LOCK:
         return _WRITERS.setdefault(key, threading.Lock())
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _create_private(path: str) -> None:
+    """Create the market file empty with mode 0600 unless it exists (O_EXCL: a file of someone else's is never
+    touched), before SQLite opens it: SQLite creates the -wal and -shm with the database file's mode."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        return
+    except OSError:  # a missing folder and the like: sqlite3 says so in its own words
+        return
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o600)  # whatever the umask
+    finally:
+        os.close(fd)
 
 
 def _opt_int(value) -> int | None:

@@ -71,6 +71,7 @@ class WebCrowd(Platform):
         self._announced = False
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._lock = threading.RLock()
+        self._requester_tokens: dict[str, str] = {}  # market path -> the clear token this crowd made (never stored)
 
     # -- where the market lives --------------------------------------------------------------------------------
 
@@ -106,6 +107,8 @@ class WebCrowd(Platform):
                 market.set_setting("study_params", ",".join(self.study_params))
                 for _ in range(self.n_links - len(market.link_tokens())):
                     market.add_worker()
+                if market.requester_token is not None:
+                    self._requester_tokens[market.path] = market.requester_token
                 self._market = market
             return self._market
 
@@ -143,8 +146,8 @@ class WebCrowd(Platform):
                 try:
                     self._server = serve_in_thread(self.app(), self.host, self.port)
                 except OSError as failed:
-                    raise PlatformError(f"cannot serve the HIT page on {url_of(self.host, self.port)}: {failed}") \
-                        from failed
+                    where = url_of(self.host, self.port)
+                    raise PlatformError(f"cannot serve the HIT page on {where}: {failed}") from failed
                 self._url = self._server.url
             return self._url
 
@@ -153,9 +156,24 @@ class WebCrowd(Platform):
         """The page's base URL (starts the server when it is not running)."""
         return self._url or self.start()
 
+    def _requester_token(self) -> str:
+        """The requester page's token in clear: the one this crowd made with the market, else a new one (the market
+        file keeps only its SHA-256, so a token made elsewhere cannot be shown again; the old link stops working)."""
+        market = self.market
+        token = self._requester_tokens.get(market.path)
+        if token is None:
+            token = self._requester_tokens[market.path] = market.new_requester_token()
+        return token
+
     @property
     def requester_url(self) -> str:
-        return f"{self.url}/r/{self.market.requester_token}"
+        """The requester page (a new token when this crowd did not make the market's: see ``_requester_token``)."""
+        return f"{self.url}/r/{self._requester_token()}"
+
+    def new_requester_link(self) -> str:
+        """A new requester token (a link that leaked): the old requester link stops working. Returns the new link."""
+        self._requester_tokens[self.market.path] = self.market.new_requester_token()
+        return self.requester_url
 
     @property
     def study_url(self) -> str:
@@ -173,10 +191,11 @@ class WebCrowd(Platform):
 
     def announcement(self, base: str | None = None) -> str:
         """What the requester is told: the requester page, the worker links and the study link, under ``base``
-        (default: this crowd's page, started if need be)."""
+        (default: this crowd's page, started if need be). The requester token is stored hashed: a crowd that did not
+        make the market announces a new one, and the previous requester link stops working."""
         base = base or self.url
         pid, study, session = self.study_params
-        lines = [f"HIT page: requester page {base}/r/{self.market.requester_token}", "worker links:"]
+        lines = [f"HIT page: requester page {base}/r/{self._requester_token()}", "worker links:"]
         lines += [f"  {base}/w/{token}" for token in self.market.link_tokens().values()]
         lines.append(f"study link (marketplaces fill in the ids): "
                      f"{base}/study?{pid}={{{pid}}}&{study}={{{study}}}&{session}={{{session}}}")

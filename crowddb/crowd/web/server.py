@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=PORT)
     args = parser.parse_args(argv)
     market = Market(args.market)
-    print(f"requester page: {url_of(args.host, args.port)}/r/{market.requester_token}", flush=True)
+    # stored hashed: a token this process did not make cannot be shown, so it makes a new one (the old link stops)
+    token = market.requester_token or market.new_requester_token()
+    print(f"requester page: {url_of(args.host, args.port)}/r/{token}", flush=True)
     serve(create_app(market), args.host, args.port)
 
 

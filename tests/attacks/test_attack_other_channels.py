@@ -1,0 +1,98 @@
+"""Outside the nine classes: other channels from the database to a worker's screen.
+
+Claims attacked: what a worker reads is the published items, the question and the answer domain (docs/sql.md,
+``crowddb_hits``); the operator's arguments override its definition (``domain := [...]``, the job of
+``getcandidate(*, 'teacher')``); every anonymizer keeps each published class at k rows or more (docs/roles.md: FKA's
+samples "widened to cover k real rows"); ``anonymizer := 'none'`` "is allowed only when no quasi-identifier is
+published"; ``PREPARE``/``EXECUTE`` and ``PIVOT`` are plain DuckDB around a crowd query.
+
+Safe: refused, or nothing protected (a canary marker, a raw occupation) in any item, question, answer domain or column
+name a worker sees, and no published class below k.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+OP = "getposition(*, k := 5, assignments := 1{extra})"
+
+
+def op(extra: str = "") -> str:
+    return OP.format(extra=", " + extra if extra else "")
+
+
+FKA, DATAFLY, INCOGNITO, NONE = (op(f"anonymizer := '{a}'") for a in ("fka", "datafly", "incognito", "none"))
+DOMAIN_SUB = op("domain := (SELECT list(occupation ORDER BY pid)[1:3] FROM canary)")
+DOMAIN_VAR = op("domain := getvariable('d')")
+
+CASES = {
+    # the question text and the answer domain
+    "getcandidate_job_from_a_scalar_subquery": (
+        [], ("SELECT workclass, getcandidate(*, (SELECT max(occupation) FROM canary), k := 5, assignments := 1) "
+            "AS pick FROM canary GROUP BY workclass"), None),
+    "getcandidate_job_from_a_variable": (
+        ["SET VARIABLE v = (SELECT max(secret) FROM canary)"],
+        ("SELECT workclass, getcandidate(*, getvariable('v'), k := 5, assignments := 1) AS pick FROM canary "
+        "GROUP BY workclass"), None),
+    "getcandidate_job_from_a_group_aggregate": (
+        [], ("SELECT workclass, getcandidate(*, max(occupation), k := 5, assignments := 1) AS pick FROM canary "
+            "GROUP BY workclass"), None),
+    "domain_from_a_subquery": (
+        [], f"SELECT {DOMAIN_SUB} AS a FROM canary",
+        None),
+    "domain_from_a_variable": (
+        ["SET VARIABLE d = (SELECT list(secret ORDER BY pid)[1:3] FROM canary)"],
+        f"SELECT {DOMAIN_VAR} AS a FROM canary", None),
+    # column names made from data
+    "pivot_column_names_from_a_sensitive_column": (
+        [], (f"SELECT {op()} AS a FROM (PIVOT (SELECT age, sex, education_num, workclass, hours_per_week, job, "
+            "occupation FROM canary) ON occupation USING first(hours_per_week))"), None),
+    # explicit operator arguments instead of *
+    "explicit_arguments_name_a_sensitive_expression": (
+        [], "SELECT getposition(age, sex, upper(occupation), k := 5, assignments := 1) AS a FROM canary", None),
+    "explicit_argument_struct_of_the_row": (
+        [], "SELECT getposition(c, k := 5, assignments := 1) AS a FROM canary c", None),
+    # prepared statements
+    "prepare_execute_swapped_column": (
+        [(f"PREPARE p AS SELECT {op()} AS a FROM (SELECT age, sex, education_num, occupation AS workclass, "
+         "hours_per_week, job FROM canary)")], "EXECUTE p", None),
+    # other anonymizers must keep classes >= k too
+    "anonymizer_fka": ([], f"SELECT {FKA} AS a FROM canary", None),
+    "anonymizer_datafly": ([], f"SELECT {DATAFLY} AS a FROM canary", None),
+    "anonymizer_incognito": ([], f"SELECT {INCOGNITO} AS a FROM canary", None),
+    "anonymizer_none_with_renamed_qis": (
+        [], (f"SELECT {NONE} AS a FROM (SELECT age AS yrs, sex AS gender, "
+            "education_num AS schooling, workclass, hours_per_week, job FROM canary)"),
+        {"yrs": "age", "gender": "sex", "schooling": "education_num"}),
+    "anonymizer_none_with_qis_cast_to_text": (
+        [], (f"SELECT {NONE} AS a FROM (SELECT age::VARCHAR || '' AS age, "
+            "sex || '' AS sex, education_num::VARCHAR AS education_num, workclass, hours_per_week, job FROM canary)"),
+        None),
+    "tuples_per_hit_one_k_two": ([], f"SELECT {op('tuples_per_hit := 1')} AS a FROM canary", None),
+}
+
+
+@pytest.mark.parametrize("setup,query,aliases", list(CASES.values()), ids=list(CASES))
+def test_other_channel(canary_env, canary_frame, setup, query, aliases):
+    env = canary_env
+    env.run(*setup, query)
+    env.verdict(env.findings(canary_frame, aliases=aliases))
+
+
+# errors must come before anything is published (docs/python.md: "raised before anything is published or paid");
+# a crowd query that publishes and then fails is judged a leak by the harness (a refusal after publication)
+LATE = {
+    "rowid_in_subquery_on_a_core_filter": (
+        "SELECT id, getposition(*, k := 5, assignments := 1) AS job FROM adult a WHERE age > 75 "
+        "AND rowid IN (SELECT rowid FROM adult WHERE workclass = 'Private')"),
+    "semi_join_on_a_core_filter": (
+        "SELECT a.id, getposition(*, k := 5, assignments := 1) AS job FROM adult a SEMI JOIN "
+        "(SELECT id FROM adult WHERE workclass = 'Private') s ON a.id = s.id WHERE a.age > 75"),
+}
+
+
+@pytest.mark.parametrize("query", list(LATE.values()), ids=list(LATE))
+def test_no_error_after_publication(adult_env, over75, query):
+    env = adult_env
+    env.run(query)
+    env.verdict(env.findings(over75))
