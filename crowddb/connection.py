@@ -35,13 +35,13 @@ from .errors import (
     UnknownOperatorError,
     duckdb_error,
 )
-from .lineage import follow, is_tracked, refuse_key_rewrite
+from .lineage import check_write, follow, is_tracked, prepare, writes_home
 from .operators.context import OperatorContext
 from .operators.human import NOT_ESTIMATED, OperatorPlan
 from .operators.purchase import check_query_budget, collect_finished
 from .operators.table_functions import TABLE_FUNCTIONS
 from .planner import Planner, answer_column, parse
-from .privacy import gate
+from .privacy import gate, identity
 from .privacy.gate import Gated
 from .replacement import Scans, call_in, caller_frame
 from .store import (
@@ -487,24 +487,29 @@ class CrowdDB:
                                             f"or a budget exist: {g.reason}. Nothing was run")
         trees = [self._tracked_tree(g, params if i == len(gated) - 1 else None) if g.action == gate.TRACK else None
                  for i, g in enumerate(gated)]
-        result = None
+        result = kept = None
         for i, (g, tree) in enumerate(zip(gated, trees)):
             last = i == len(gated) - 1
             values = params if last else None
-            with self._unknown_functions():
-                if last and final == "sql":
-                    result = call_in(frame, self.con.sql, g.statement, **({} if values is None else {"params": values}))
-                elif values is None:
-                    result = call_in(frame, self.con.execute, g.statement)
-                else:
-                    result = call_in(frame, self.con.execute, g.statement, parameters=values)
-                if not last:  # DuckDB 2 keeps a connection's result open until it is read
-                    result.fetchall()
-            if tree is not None:
-                if last and final == "execute":
-                    result = self._carry_roles_keeping(result, [tree])
-                else:
+            # a statement that writes stored columns and the roles it carries are one transaction: if the roles
+            # cannot follow, what it wrote is rolled back (the caller's own transaction: left to its ROLLBACK)
+            atomic = tree is not None and writes_home(self.con, tree)
+            with transaction(self.con) if atomic else contextlib.nullcontext():
+                with self._unknown_functions():
+                    if last and final == "sql" and tree is None:
+                        result = call_in(frame, self.con.sql, g.statement,
+                                         **({} if values is None else {"params": values}))
+                    elif values is None:
+                        result = call_in(frame, self.con.execute, g.statement)
+                    else:
+                        result = call_in(frame, self.con.execute, g.statement, parameters=values)
+                    if not last:  # DuckDB 2 keeps a connection's result open until it is read
+                        result.fetchall()
+                if tree is not None:
+                    kept = (result.fetchall(), result.description) if last else None
                     self._carry_roles([tree])
+            if kept is not None:  # after the transaction: its COMMIT would have replaced a result replayed before
+                result = self._replay(*kept, relation=final == "sql")
         return result
 
     def _tracked_tree(self, g: Gated, params: Any) -> exp.Expression:
@@ -523,22 +528,24 @@ class CrowdDB:
                                 "db.con (plain DuckDB) and then declare the roles of what it wrote with "
                                 "db.declare_roles(...)")
         tree = self._bind(trees[0], params)  # (the roles of a statement are computed with its values)
-        refuse_key_rewrite(self.con, tree)
-        return tree
+        check_write(self.con, tree)
+        return prepare(self.con, tree)
 
     def _carry_roles_keeping(self, result: Any, statements: list[exp.Expression],
-                             temp_roles: Mapping[str, Any] | None = None):
+                             temp_roles: Mapping[str, Any] | None = None, relation: bool = False):
         """Carry the roles of ``statements`` and keep ``result`` (their ``execute`` result) pending for the caller:
-        the statements roles need would replace it (DuckDB 2), so it is fetched first and replayed after."""
+        the statements roles need would replace it (DuckDB 2), so it is fetched first and replayed after (as a
+        relation with ``relation``, what ``sql()`` returns)."""
         rows, described = result.fetchall(), result.description
         self._carry_roles(statements, temp_roles)
-        return self._replay(rows, described)
+        return self._replay(rows, described, relation)
 
-    def _replay(self, rows: list[tuple], described: Any):
+    def _replay(self, rows: list[tuple], described: Any, relation: bool = False):
         """Make ``rows`` (a statement's result, fetched before roles were carried with more statements) the
-        connection's pending result again, with the same column names and types."""
+        connection's pending result again, with the same column names and types (``relation``: a relation over
+        them)."""
         if not described:
-            return self.con
+            return None if relation else self.con
         types = [exp.DataType.build(str(d[1]), dialect=DIALECT) for d in described]
         names = [exp.to_identifier(d[0], quoted=True) for d in described]
         if not rows:
@@ -547,7 +554,7 @@ class CrowdDB:
             values = exp.values([tuple(exp.cast(exp.convert(v), t) for v, t in zip(row, types)) for row in rows],
                                 alias="t", columns=names)
             select = exp.select("*").from_(values)
-        return self.con.execute(select.sql(DIALECT))
+        return self.con.sql(select.sql(DIALECT)) if relation else self.con.execute(select.sql(DIALECT))
 
     def _roles_declared(self) -> bool:
         """Is any role declared in crowddb_columns (is there anything a copy could leak)?"""
@@ -778,7 +785,13 @@ class CrowdDB:
             if i:  # a statement of the query may have opened a transaction in a way the text check cannot see
                 self._refuse_in_transaction([bound])
             self._check_binds(planner, bound)  # a typo fails here, before its operators publish or pay anything
-            rewritten = self._rewrite(planner, bound).sql(DIALECT)
+            tracked = is_tracked(bound)
+            if tracked:
+                check_write(self.con, bound)
+            rewritten_tree = self._rewrite(planner, bound)
+            if tracked:  # what its names read before it runs (a renamed table; its operators' answers)
+                prepare(self.con, rewritten_tree)
+            rewritten = rewritten_tree.sql(DIALECT)
             last = i == len(statements) - 1
             try:
                 if last and final == "sql":
@@ -807,7 +820,8 @@ class CrowdDB:
             return
         probe = statement.copy()
         for call in [n for n in probe.walk() if planner.is_human(n)]:
-            call.replace(answer_column(call, exp.Null()))  # named as the real run names it
+            # named as the real run names it; a scalar subquery, not a literal: ORDER BY NULL is refused by DuckDB
+            call.replace(answer_column(call, exp.Subquery(this=exp.select(exp.Null()))))
         try:
             self.con.execute("EXPLAIN " + probe.sql(DIALECT)).fetchall()  # fetched: DuckDB 2 blocks on open results
         except (duckdb.BinderException, duckdb.CatalogException) as err:
@@ -919,25 +933,29 @@ class CrowdDB:
     def _load(self, table: str, select: exp.Select, replace: bool, *roles: Any) -> duckdb.DuckDBPyRelation:
         if not isinstance(table, str) or not table:
             raise ArgumentError("table name must be a non-empty string")
-        target = _sql.table(table)  # a name, never parsed: "a.b" is one table, "x; checkpoint" runs nothing
-        create = exp.Create(this=target, kind="TABLE", expression=select, replace=replace)
+        # a name, never parsed ("a.b" is one table, "x; checkpoint" runs nothing), in the current database and schema,
+        # where an unqualified CREATE TABLE makes it, spelt out: what its roles belong to is exactly this table
+        database, schema = self.con.execute("SELECT current_database(), current_schema()").fetchall()[0]
+        made = identity.TableId(database, schema, table, home=database.lower() == identity.home(self.con).lower())
+        create = exp.Create(this=made.ref(), kind="TABLE", expression=select, replace=replace)
         try:
             with transaction(self.con):  # the table and its roles appear together, or neither does
                 self.con.execute(create.sql(DIALECT))
                 qi, sensitive, core, ground_truth, key, kinds = roles
-                declare_roles(self.con, table, quasi_identifiers=qi, sensitive=sensitive, core=core,
+                declare_roles(self.con, made.key, quasi_identifiers=qi, sensitive=sensitive, core=core,
                               ground_truth=ground_truth, key=key, kinds=kinds, transaction=False)
             self._protected = self._protected or None  # roles may have been declared
         except duckdb.Error as err:
             raise _query_error(err) from None
-        return self.con.sql(_sql.select_all(table).sql(DIALECT))
+        return self.con.sql(exp.select("*").from_(made.ref()).sql(DIALECT))
 
     def declare_roles(self, table: str, *, quasi_identifiers: Iterable[str] = (), sensitive: Iterable[str] = (),
                       core: Iterable[str] = (), ground_truth: str | None = None, key: str | None = None,
                       kinds: Mapping[str, str] | None = None) -> TableRoles:
         """Declare (replace) the column roles of an existing table; persisted in ``crowddb_columns``."""
         self._protected = True
-        return declare_roles(self.con, table, quasi_identifiers=quasi_identifiers, sensitive=sensitive, core=core,
+        return declare_roles(self.con, resolve_table(self.con, table), quasi_identifiers=quasi_identifiers,
+                             sensitive=sensitive, core=core,
                              ground_truth=ground_truth, key=key, kinds=kinds)
 
     def roles(self, table: str) -> TableRoles:

@@ -15,7 +15,7 @@ declared otherwise.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import duckdb
 import sqlglot
@@ -28,12 +28,14 @@ from sqlglot.schema import MappingSchema
 from . import _sql, replacement
 from ._sql import DIALECT
 from .errors import PrivacyError
+from .privacy import identity
 from .privacy.functions import Functions
-from .store import composition
+from .store import composition, links, privacy
 from .store.roles import (
     TableRoles,
     declare_roles,
     declared_tables,
+    drop_column,
     relation_kind,
     rename_column,
     rename_table,
@@ -58,6 +60,7 @@ class Status:
     star: bool = True
     truth: bool = False  # an unchanged copy of the ground truth (the simulated crowd's knowledge, the answer domain)
     key: bool = False    # an unchanged copy of the key (what a group operator returns)
+    origin: tuple[str, str] | None = None  # an unchanged copy of one stored column: (its table's key, its name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +71,8 @@ class DerivedRoles(TableRoles):
     #: per published column derived row by row from one table: (that table, the derivation as an expression over
     #: its columns, qualified by ``BASE_ALIAS``); crowddb evaluates it again on the stored rows before publishing
     recompute: Mapping[str, tuple[str, exp.Expression | None]] = dataclasses.field(default_factory=dict)
+    #: per column that is an unchanged copy of one stored column: (that table's key, that column)
+    origins: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
 
 
 #: the alias a ``DerivedRoles.recompute`` expression reads its table's columns under
@@ -77,7 +82,7 @@ BASE_ALIAS = "__crowd_base"
 def base_status(roles: TableRoles, column: str) -> Status:
     """The allow list on a table with declared roles: core columns raw, quasi-identifiers generalized, the rest
     withheld (sensitive, ground truth, key, or simply not declared core)."""
-    c, table = column.lower(), roles.table
+    c, table = column.lower(), identity.display(roles.table)
     if c == (roles.ground_truth or "").lower():
         return Status(WITHHELD, reason=f"ground truth {table}.{column}", truth=True)
     if c == (roles.key or "").lower() or (roles.key is None and c == "id"):
@@ -102,11 +107,17 @@ class Lineage:
     def __init__(self, con: duckdb.DuckDBPyConnection, temp_roles: Mapping[str, TableRoles] | None = None) -> None:
         self.con = con
         self.temp_roles = {k.lower(): v for k, v in (temp_roles or {}).items()}
-        rows = con.execute("SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal "
-                           "ORDER BY database_name <> 'temp', column_index").fetchall()
-        self.columns: dict[str, dict[str, str]] = {}
-        for table, column in rows:
-            self.columns.setdefault(table.lower(), {}).setdefault(column, "TEXT")
+        self.ids = identity.Identities(con)  # table references as DuckDB binds them
+        home = identity.home(con)
+        rows = con.execute("SELECT database_name, schema_name, table_name, column_name FROM duckdb_columns() "
+                           "WHERE NOT internal ORDER BY column_index").fetchall()
+        self.columns: dict[str, dict[str, str]] = {}  # per table key (lower-cased): its columns
+        self._paths: dict[str, tuple[str, str, str]] = {}  # per table key: (catalog, schema, table)
+        for catalog, schema, table, column in rows:
+            key = identity.TableId(catalog, schema, table, home=catalog.lower() == home.lower()).key.lower()
+            self.columns.setdefault(key, {}).setdefault(column, "TEXT")
+            self._paths[key] = (catalog, schema, table)
+        self._home = home
         self.declared = declared_tables(con)
         self._roles: dict[str, TableRoles | None] = {}  # per table, looked up once per statement
         self.functions = Functions(con)  # which calls lineage may look through
@@ -122,19 +133,25 @@ class Lineage:
         return self._roles[name]
 
     def _lookup(self, table: str) -> TableRoles | None:
-        name = table.lower()
-        if name in self.temp_roles:
-            return self.temp_roles[name]
-        if name in self.declared:
+        """``table`` is a key (``crowddb.privacy.identity``)."""
+        key = table.lower()
+        catalog, _, name = identity.split(table)
+        if catalog == "temp" and name.lower() in self.temp_roles:  # the planner's materialized inputs
+            return self.temp_roles[name.lower()]
+        if key in self.declared:
             return roles_of(self.con, table)
-        if name.startswith(_CROWD_TEMP):
-            return TableRoles(table, sensitive=tuple(self.columns.get(name, {})))
-        python_name = replacement.original_name(table)
+        if name.lower().startswith(_CROWD_TEMP):
+            return TableRoles(table, sensitive=tuple(self.columns.get(key, {})))
+        python_name = replacement.original_name(name)
         if python_name is not None:
             return self._object_roles(table, python_name)
         if relation_kind(self.con, table) == "view":
             return self._view_roles(table)
         return None
+
+    def key(self, table: exp.Table) -> str | None:
+        """The key of what a table reference reads (None: a CTE's name, a table function, nothing DuckDB binds)."""
+        return self.ids.key(table)
 
     def _view_roles(self, view: str) -> DerivedRoles | None:
         columns = list(self.columns.get(view.lower(), {}))
@@ -157,9 +174,12 @@ class Lineage:
     def touches_roles(self, tree: exp.Expression) -> bool:
         """Does the query read (anywhere, through views too) a table with roles, or, while any role is declared, a
         source whose lineage cannot be followed (a table function such as query('...') or a table macro, a file)?"""
-        if any(self.roles(t.name) is not None for t in tree.find_all(exp.Table) if t.name):
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        keys = [self.key(t) for t in tree.find_all(exp.Table)
+                if t.name and not (not t.args.get("db") and t.name.lower() in ctes)]
+        if any(self.roles(k) is not None for k in keys if k is not None):
             return True
-        return bool(self.declared or self.temp_roles) and bool(_opaque_sources(tree, self.columns))
+        return bool(self.declared or self.temp_roles) and bool(opaque_sources(tree, self.key))
 
     # -------------------------------------------------------------------------------------- per relation
     def relation(self, query: exp.Query, columns: list[str], name: str = "<derived>") -> DerivedRoles | None:
@@ -170,6 +190,7 @@ class Lineage:
         statuses = self._statuses(query, columns)
         qi, kinds, sensitive, core, withheld = [], {}, [], [], {}
         truth = key = None
+        origins = {c: s.origin for c, s in zip(columns, statuses) if s.origin is not None}
         for column, status in zip(columns, statuses):
             if status.level == WITHHELD:
                 if status.truth and truth is None:
@@ -187,21 +208,39 @@ class Lineage:
             if status.star:
                 core.append(column)
         recompute = {c: self._composed[c] for c in columns if c in self._composed and c not in withheld}
-        return DerivedRoles(name, tuple(qi), kinds, tuple(sensitive), tuple(core), truth, key, withheld, recompute)
+        return DerivedRoles(name, tuple(qi), kinds, tuple(sensitive), tuple(core), truth, key, withheld, recompute,
+                            origins)
+
+    def origins(self, query: exp.Query, columns: list[str]) -> dict[str, tuple[str, str]]:
+        """{output column: (table key, column)} of the columns of ``query`` that are unchanged copies of one stored
+        column (whether or not anything is protected)."""
+        return {c: s.origin for c, s in zip(columns, self._statuses(query, columns)) if s.origin is not None}
 
     def _schema(self) -> MappingSchema:
-        """Every table's columns for sqlglot's qualify, added as identifier nodes (a dict's keys would be parsed)."""
+        """Every table's columns for sqlglot's qualify, under its catalog and schema, added as identifier nodes (a
+        dict's keys would be parsed)."""
         schema = MappingSchema(dialect=DIALECT)
-        for table, columns in self.columns.items():
-            schema.add_table(_sql.table(table), {_sql.identifier(c): t for c, t in columns.items()}, dialect=DIALECT)
+        for key, columns in self.columns.items():
+            catalog, db, table = self._paths[key]
+            node = exp.Table(this=_sql.identifier(table), db=_sql.identifier(db), catalog=_sql.identifier(catalog))
+            schema.add_table(node, {_sql.identifier(c): t for c, t in columns.items()}, dialect=DIALECT)
         return schema
 
+    def _resolved(self, query: exp.Query) -> exp.Query:
+        return resolved(self.ids, query)
+
+    def _leaf_key(self, source: exp.Table) -> str:
+        """The key of a lineage leaf's table (a reference ``_resolved`` qualified)."""
+        catalog = source.catalog or self._home
+        return identity.TableId(catalog, source.db or "main", source.name,
+                                home=catalog.lower() == self._home.lower()).key
+
     def _statuses(self, query: exp.Query, columns: list[str]) -> list[Status]:
-        opaque = _opaque_sources(query, self.columns)
+        opaque = opaque_sources(query, self.key)
         reason = (f"it may come from {opaque[0]}, whose lineage crowddb cannot follow" if opaque
                   else "its lineage cannot be established")
         unknown = [Status(WITHHELD, reason=reason)] * len(columns)
-        tree = query.copy()
+        tree = self._resolved(query)
         if not any("rowid" in {c.lower() for c in cols} for cols in self.columns.values()):
             for col in list(tree.find_all(exp.Column)):  # DuckDB's row identity (the planner joins answers on it)
                 if col.name.lower() == "rowid":
@@ -257,7 +296,8 @@ class Lineage:
                 column = _leaf_column(leaf)
                 if column is None:
                     return Status(WITHHELD, reason="its lineage cannot be established")
-                table, source = leaf.source.name, (leaf.source.name.lower(), column.lower())
+                table = self._leaf_key(leaf.source)
+                source = (table.lower(), column.lower())
                 statuses[source] = equal.get(source) or self._table_status(table, column)
             elif not _is_constant(leaf.expression):
                 return Status(WITHHELD, reason="its lineage cannot be established")
@@ -268,8 +308,17 @@ class Lineage:
         # an unchanged copy of one column (also through every branch of a union) keeps the QI's kind, the truth and
         # key marks
         if len(statuses) == 1 and _is_copy(node):
-            return dataclasses.replace(worst, star=star)
+            return dataclasses.replace(worst, star=star, origin=self._origin(*next(iter(statuses))))
         return Status(worst.level, reason=worst.reason, star=star)
+
+    def _origin(self, table: str, column: str) -> tuple[str, str]:
+        """The stored column an unchanged copy of ``table.column`` is: a view's copy is its table's."""
+        roles = self.roles(table)
+        if isinstance(roles, DerivedRoles):
+            found = {c.lower(): o for c, o in roles.origins.items()}.get(column.lower())
+            if found is not None:
+                return found
+        return table, column
 
     def _table_status(self, table: str, column: str) -> Status:
         roles = self.roles(table)
@@ -314,14 +363,13 @@ class Lineage:
                                                       reason=f"equated with {worst.reason}")
         return out
 
-    @staticmethod
-    def _sources_of(side: exp.Expression, scope: Scope, schema) -> list[tuple[str, str]]:
-        """The source columns (table, column) an expression of ``scope`` reads."""
+    def _sources_of(self, side: exp.Expression, scope: Scope, schema) -> list[tuple[str, str]]:
+        """The source columns (table key, column) an expression of ``scope`` reads."""
         out = []
         for col in side.find_all(exp.Column):
             source = scope.sources.get(col.table)
             if isinstance(source, exp.Table):
-                out.append((source.name.lower(), col.name.lower()))
+                out.append((self._leaf_key(source).lower(), col.name.lower()))
             elif isinstance(source, Scope):
                 try:
                     node = to_node(col.name, source, dialect=DIALECT, schema=schema)
@@ -331,7 +379,7 @@ class Lineage:
                     if not leaf.downstream and isinstance(leaf.source, exp.Table):
                         column = _leaf_column(leaf)
                         if column is not None:
-                            out.append((leaf.source.name.lower(), column.lower()))
+                            out.append((self._leaf_key(leaf.source).lower(), column.lower()))
         return out
 
 
@@ -341,20 +389,61 @@ _GENERATORS = {"range", "generate_series"}
 
 
 def view_query(con: duckdb.DuckDBPyConnection, view: str) -> exp.Query | None:
-    """The query a view of the catalog stands for, parsed (None: no such view, or its text sqlglot cannot read)."""
-    sql = con.execute("SELECT sql FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal",
-                      [view]).fetchall()
+    """The query the view of key ``view`` stands for, parsed, its outputs named as the view's column list names them
+    (None: no such view, or its text sqlglot cannot read)."""
+    found = identity.of_key(con, view)
+    if found is None or not found.view:
+        return None
+    sql = con.execute("SELECT sql FROM duckdb_views() WHERE database_name = ? AND schema_name = ? AND view_name = ? "
+                      "AND NOT internal", [found.catalog, found.schema, found.name]).fetchall()
     try:
         tree = sqlglot.parse_one(sql[0][0], read=DIALECT)
     except (sqlglot.errors.SqlglotError, IndexError):
         return None
     query = tree.expression if isinstance(tree, exp.Create) else tree
-    return query if isinstance(query, exp.Query) else None
+    if not isinstance(query, exp.Query):
+        return None
+    names = tree.this.expressions if isinstance(tree, exp.Create) and isinstance(tree.this, exp.Schema) else []
+    if names:  # CREATE VIEW v (a, b) AS ...: the list renames the first outputs, by position
+        first = query
+        while isinstance(first, exp.SetOperation):
+            first = first.this
+        if (not isinstance(first, exp.Select) or len(names) > len(first.expressions)
+                or any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+                       for e in first.expressions)):
+            return None  # (a star's columns are named only once qualify expands it)
+        for i, name in enumerate(names):
+            item = first.expressions[i]
+            first.expressions[i].replace(exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item,
+                                                   _sql.identifier(name.name)))
+    return query
 
 
-def _opaque_sources(tree: exp.Expression, known: Mapping[str, object]) -> list[str]:
-    """FROM items that are neither a table or view of the catalog nor a CTE of the query: table functions (which may
-    read anything: ``query('SELECT * FROM people')``, a table macro), files, UNNEST."""
+def base_tables(con, tree: exp.Expression, seen: frozenset[str] = frozenset(),
+                ids: identity.Identities | None = None) -> tuple[str, ...]:
+    """The keys of the catalog tables a query reads, however spelt (``main.adult``), through views (a CTE's own name
+    is not one; its definition's tables are)."""
+    ids = ids or identity.Identities(con)
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    found: list[str] = []
+    for table in tree.find_all(exp.Table):
+        if not table.name or (not table.args.get("db") and table.name.lower() in ctes):
+            continue
+        relation = ids.of(table)
+        if relation is None or relation.key.lower() in seen:
+            continue
+        if not relation.view:
+            found.append(relation.key)
+        else:
+            query = view_query(con, relation.key)  # unreadable: the view stands for its tables
+            found += (base_tables(con, query, seen | {relation.key.lower()}, ids) if query is not None
+                      else [relation.key])
+    return tuple(dict.fromkeys(found))
+
+
+def opaque_sources(tree: exp.Expression, key: Callable[[exp.Table], str | None]) -> list[str]:
+    """FROM items that are neither a table or view of the catalog (``key`` resolves it) nor a CTE of the query:
+    table functions (which may read anything: ``query('SELECT * FROM people')``, a table macro), files, UNNEST."""
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     out = []
     for node in tree.find_all(exp.Table, exp.Unnest):
@@ -366,7 +455,7 @@ def _opaque_sources(tree: exp.Expression, known: Mapping[str, object]) -> list[s
                 isinstance(node.this, exp.Anonymous) and node.this.name.lower() in _GENERATORS)
             if not (generator and all(_is_constant(a) for a in node.this.iter_expressions())):
                 out.append(node.this.sql(DIALECT))
-        elif not node.args.get("db") and node.name.lower() not in known and node.name.lower() not in ctes:
+        elif not (not node.args.get("db") and node.name.lower() in ctes) and key(node) is None:
             out.append(node.name)
     return out
 
@@ -397,6 +486,23 @@ def _is_copy(node: Node) -> bool:
         if n.downstream and not isinstance(expression, (exp.Column, exp.SetOperation)):
             return False
     return True
+
+
+def resolved(ids: identity.Identities, query: exp.Expression) -> exp.Expression:
+    """A copy of ``query`` whose table references name what DuckDB binds them to (catalog, schema, table): what
+    lineage follows is the table DuckDB reads, whatever the spelling (a temp table shadows ``adult`` and
+    ``main.adult``). A reference DuckDB cannot bind stays as it is, and lineage cannot follow it."""
+    tree = query.copy()
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for table in list(tree.find_all(exp.Table)):
+        if not table.name or (not table.args.get("db") and table.name.lower() in ctes):
+            continue
+        found = ids.of(table)
+        if found is not None:
+            ref = found.ref()
+            ref.set("alias", table.args.get("alias") or exp.TableAlias(this=_sql.identifier(table.name)))
+            table.replace(ref)
+    return tree
 
 
 def _compose(node: Node) -> tuple[str, exp.Expression | None] | None:
@@ -472,8 +578,11 @@ def _by_name_misread(tree: exp.Expression) -> set[str] | None:
 
 
 def _opaque(tree: exp.Expression) -> bool:
-    """Constructs whose output columns sqlglot's scope cannot name: a star left unexpanded, COLUMNS(), PIVOT."""
-    return any(isinstance(n, (exp.Star, exp.Columns, exp.Pivot)) and not isinstance(n.parent, exp.Count)
+    """Constructs whose output columns sqlglot's scope cannot name: a star left unexpanded, COLUMNS(), PIVOT, and
+    a table or subquery renamed with a column list (``FROM t AS c(a, b)``: DuckDB renames by position, lineage
+    would follow the names)."""
+    return any((isinstance(n, (exp.Star, exp.Columns, exp.Pivot)) and not isinstance(n.parent, exp.Count))
+               or (isinstance(n, exp.TableAlias) and n.columns and isinstance(n.parent, (exp.Table, exp.Subquery)))
                for n in tree.walk())
 
 
@@ -581,9 +690,54 @@ def _positions(names: list[str] | None, positions: list[int]) -> list[str] | _Po
     return [names[i] for i in positions if i < len(names)] if names else _Positions(positions)
 
 
+def writes_home(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> bool:
+    """Does ``statement`` write a table of crowddb's home database (or the temp one)? DuckDB lets one transaction
+    write one attached database, so the roles of a table written elsewhere are carried after its own commit."""
+    found = filled_table(statement)
+    table = found[0] if found else (withheld_columns(statement) or (None,))[0]
+    if table is None and isinstance(statement, exp.Alter) and isinstance(statement.this, exp.Table):
+        table = statement.this
+    if not isinstance(table, exp.Table):
+        return True
+    home = identity.home(con).lower()
+    if table.catalog:
+        return table.catalog.lower() in (home, "temp")
+    if table.db:
+        databases = {r[0].lower() for r in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()}
+        schemas = {r[0].lower() for r in con.execute("SELECT schema_name FROM duckdb_schemas() WHERE "
+                                                      "database_name = current_database()").fetchall()}
+        return not (table.db.lower() in databases - {home, "temp"} and table.db.lower() not in schemas)
+    return con.execute("SELECT current_database()").fetchall()[0][0].lower() == home
+
+
 def is_tracked(statement: exp.Expression) -> bool:
     """Does ``statement`` move data or names whose roles must follow (see ``follow``)?"""
     return filled_table(statement) is not None or bool(_renames(statement)) or withheld_columns(statement) is not None
+
+
+_TARGET = "crowd_target"  # a statement's meta: the table it renames, resolved before it ran (``prepare``)
+_SOURCE = "crowd_source"  # ... and the query it fills a table from, its names resolved before it ran
+
+
+def prepare(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> exp.Expression:
+    """Before ``statement`` runs: resolve what its names read while they still read it (an ALTER TABLE ... RENAME's
+    table has another name, or none, afterwards; ``CREATE TEMP TABLE adult AS SELECT * FROM main.adult`` reads
+    main.adult, which the same spelling no longer reads afterwards); ``follow`` reads them. Returns the statement."""
+    ids = identity.Identities(con)
+    if _renames(statement):
+        found = ids.of(statement.this)
+        if found is not None:
+            statement.meta[_TARGET] = found
+    filled = filled_table(statement)
+    if filled is not None:
+        statement.meta[_SOURCE] = resolved(ids, filled[1])
+    return statement
+
+
+def _target(con: duckdb.DuckDBPyConnection, table: exp.Table) -> str | None:
+    """The key of the table a statement wrote (resolved after it ran), None when it is not a catalog table."""
+    found = identity.Identities(con).of(table)
+    return None if found is None or found.view else found.key
 
 
 def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
@@ -591,12 +745,22 @@ def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
     """After ``statement`` ran: carry roles into the table it filled, or along the names it renamed."""
     renames = _renames(statement)
     if renames:
-        table = statement.this.name
+        found = statement.meta.get(_TARGET) or identity.Identities(con).of(statement.this)
+        if found is None:
+            return
+        table = found.key
         for action in renames:
             if isinstance(action, exp.AlterRename):
-                rename_table(con, table, action.this.name)
+                renamed = dataclasses.replace(found, name=action.this.name)
+                rename_table(con, table, renamed.key)
+                links.renamed(con, table, renamed.key, table_columns(con, renamed.key))  # its ledger and budget
+                table = renamed.key
+            elif isinstance(action, exp.Drop):  # the column's roles go with it: a column added later under its
+                for column in action.args.get("tables") or []:  # name takes its roles from how it is filled
+                    drop_column(con, table, column.name)
             else:
                 rename_column(con, table, action.this.name, action.args["to"].name)
+                links.column_renamed(con, table, action.this.name, action.args["to"].name)
         return
     carry_roles(con, statement, temp_roles)
     withheld = withheld_columns(statement)
@@ -604,32 +768,65 @@ def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
         withhold(con, *withheld)
 
 
-def refuse_key_rewrite(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> None:
-    """An UPDATE (or ALTER ... USING) that rewrites the key of a table with k-anonymous releases on record is refused:
-    the ledger tells the table's rows apart by their key, and a rewritten key would make every row a new person."""
+def check_write(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> None:
+    """Before a statement that writes stored columns runs, refuse what would make the ledgers lose people:
+
+    - an UPDATE (or ALTER ... USING) that rewrites the key of a table with k-anonymous releases on record: the
+      ledger tells its rows apart by the key, a rewritten key makes every row a new person;
+    - one that rewrites a column of a table with epsilon charges on record: its sources are the ids its releases
+      read, a rewritten id (``worker || '#'``) is a new source with a budget of its own;
+    - an INSERT ... SELECT of a protected table's rows into a table with records of its own under another root: its
+      people would be in two ledgers, each seeing only its own releases."""
     if isinstance(statement, exp.Update) and isinstance(statement.this, exp.Table):
         table, written = statement.this, _update_source(statement)[1]
     elif isinstance(statement, exp.Alter) and isinstance(statement.this, exp.Table):
         table, written = statement.this, [a.this.name for a in _using(statement)]
+    elif isinstance(statement, exp.Insert) and isinstance(statement.expression, exp.Query):
+        _refuse_mixing(con, statement)
+        return
     else:
         return
-    if relation_kind(con, table.name) != "table":
+    target = _target(con, table)
+    if target is None or not written:
         return
-    key = roles_of(con, table.name).key
-    if key and key.lower() in {w.lower() for w in written} and composition.has_releases(con, (table.name,)):
-        raise PrivacyError(f"{table.name}.{key} is the key the privacy ledger tells the rows of {table.name!r} apart "
-                           "by, and releases of them are on record: rewriting it would make every row a new person "
-                           "to the ledger. Nothing was run; insert new rows instead")
+    name, key = identity.display(target), roles_of(con, target).key
+    if key and key.lower() in {w.lower() for w in written} and composition.has_releases(con, (target,)):
+        raise PrivacyError(f"{name}.{key} is the key the privacy ledger tells the rows of {name!r} apart by, and "
+                           "releases of them are on record: rewriting it would make every row a new person to the "
+                           "ledger. Nothing was run; insert new rows instead")
+    if privacy.has_charges(con, target):
+        raise PrivacyError(f"releases were charged to the epsilon budget of {name!r} per source id: rewriting its "
+                           f"stored values ({', '.join(written)}) could make a source a new one, with a budget of its "
+                           "own. Nothing was run; insert new rows instead, or reset the budget "
+                           f"(db.reset_privacy_budget({name!r}), a logged act)")
+
+
+def _refuse_mixing(con: duckdb.DuckDBPyConnection, statement: exp.Insert) -> None:
+    table = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+    target = _target(con, table) if isinstance(table, exp.Table) else None
+    if target is None:
+        return
+    own = links.root(con, target)
+    if own == target.lower() and not (composition.has_releases(con, (target,)) or privacy.has_acts(con, target)):
+        return  # nothing of its own on record: it joins the source's ledger (``_link``)
+    others = sorted({links.root(con, t) for t in _read_protected(con, statement.expression) if _has_records(con, t)}
+                    - {own})
+    if others:
+        raise PrivacyError(f"this INSERT would put rows of {identity.display(others[0])!r} into "
+                           f"{identity.display(target)!r}, whose releases are on record under "
+                           f"{identity.display(own)!r}: the same people would be in two privacy ledgers, each "
+                           "blind to the other's releases. Nothing was run; release them from their own table")
 
 
 def withhold(con: duckdb.DuckDBPyConnection, table: exp.Table, columns: list[str] | None, reason: str) -> None:
     """Declare ``columns`` of ``table`` (None: all) sensitive: withheld from HITs until the user declares their role
     (``reason`` says why; the roles are checked against the table's columns as stored). With no role declared
     anywhere there is nothing to protect, and nothing is declared."""
-    if relation_kind(con, table.name) != "table" or not declared_tables(con):
+    target = _target(con, table)
+    if target is None or not declared_tables(con):
         return
-    old = roles_of(con, table.name)
-    stored = table_columns(con, table.name)
+    old = roles_of(con, target)
+    stored = table_columns(con, target)
     names = stored if columns is None else columns
     if isinstance(names, _Positions):
         names = [stored[i] for i in names if i < len(stored)]
@@ -637,17 +834,18 @@ def withhold(con: duckdb.DuckDBPyConnection, table: exp.Table, columns: list[str
     names = [lookup[n.lower()] for n in names if n.lower() in lookup and lookup[n.lower()] not in old.protected]
     if not names:
         return
-    merged = TableRoles(table.name, tuple(q for q in old.quasi_identifiers if q not in names),
+    merged = TableRoles(target, tuple(q for q in old.quasi_identifiers if q not in names),
                         {c: k for c, k in old.kinds.items() if c not in names}, (*old.sensitive, *names),
                         tuple(c for c in old.core if c not in names), old.ground_truth, old.key)
-    _declare(con, table.name, merged)
+    _declare(con, target, merged)
 
 
 def _renames(statement: exp.Expression) -> list[exp.Expression]:
-    """The RENAME TO / RENAME COLUMN actions of an ALTER TABLE."""
+    """The RENAME TO / RENAME COLUMN / DROP COLUMN actions of an ALTER TABLE (names roles follow)."""
     if not isinstance(statement, exp.Alter) or not isinstance(statement.this, exp.Table):
         return []
-    return [a for a in statement.args.get("actions") or [] if isinstance(a, (exp.AlterRename, exp.RenameColumn))]
+    return [a for a in statement.args.get("actions") or [] if isinstance(a, (exp.AlterRename, exp.RenameColumn))
+            or (isinstance(a, exp.Drop) and str(a.args.get("kind", "")).upper() == "COLUMN")]
 
 
 def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
@@ -662,19 +860,23 @@ def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
     if found is None:
         return None
     table, query, names = found
-    if relation_kind(con, table.name) != "table":
+    query = statement.meta.get(_SOURCE) or query  # its names as they read before it ran (``prepare``)
+    target = _target(con, table)
+    if target is None:
         return None
-    columns = table_columns(con, table.name)
+    columns = table_columns(con, target)
     if isinstance(statement, exp.Create):
         if statement.args.get("exists"):
             return None  # IF NOT EXISTS: an existing table was left as it was (its roles too)
         derived = derived_roles(con, query, columns, temp_roles)
-        return _declare(con, table.name, derived)
+        _link(con, target, query, dict(zip(columns, columns)), derived)
+        return _declare(con, target, derived)
     source_columns = [r[0] for r in con.execute("DESCRIBE " + query.sql(DIALECT)).fetchall()]
     by_name = isinstance(statement, exp.Insert) and statement.args.get("by_name")  # columns matched by name
     targets = source_columns if by_name else names or columns[:len(source_columns)]
     derived = derived_roles(con, query, source_columns, temp_roles)
-    old = roles_of(con, table.name)
+    _link(con, target, query, {src: dst for src, dst in zip(source_columns, targets)}, derived)
+    old = roles_of(con, target)
     lookup = {c.lower(): c for c in columns}
     qi, kinds = list(old.quasi_identifiers), dict(old.kinds)
     sensitive, core = list(old.sensitive), list(old.core)
@@ -701,9 +903,58 @@ def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
             changed = True
     if not changed:
         return None
-    merged = TableRoles(table.name, tuple(qi), {c: k for c, k in kinds.items() if c in qi}, tuple(sensitive),
+    merged = TableRoles(target, tuple(qi), {c: k for c, k in kinds.items() if c in qi}, tuple(sensitive),
                         tuple(core), truth, key)
-    return _declare(con, table.name, merged)
+    return _declare(con, target, merged)
+
+
+def protected_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Does anything protect ``table``'s rows: declared roles, a ledger or budget record (through its root)?"""
+    return (table.lower() in declared_tables(con) or links.root(con, table) != table.lower()
+            or composition.has_releases(con, (table,)) or privacy.has_acts(con, table))
+
+
+def _has_records(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Does ``table`` (through its root) have a k-anonymous release or a budget act on record?"""
+    return composition.has_releases(con, (table,)) or privacy.has_acts(con, table)
+
+
+def _read_protected(con: duckdb.DuckDBPyConnection, query: exp.Expression) -> list[str]:
+    """The protected tables (``protected_table``) ``query`` reads, through views, in a stable order."""
+    return sorted({t.lower() for t in base_tables(con, query) if protected_table(con, t)})
+
+
+def _link(con: duckdb.DuckDBPyConnection, target: str, query: exp.Expression, columns: Mapping[str, str],
+          derived: TableRoles) -> None:
+    """A table made or filled from a protected table's rows shares its ledger and budget (``store.links``), through
+    the columns it holds unchanged (``columns``: the query's output column -> the table's column it fills). Rows of
+    several protected tables cannot be tied to one: linked with nothing carried, their releases are refused. A table
+    that has records of its own keeps them (``check_write`` refused mixing two tables' rows before it ran)."""
+    sources = _read_protected(con, query)
+    if not sources or target.lower() in sources:
+        return
+    origins = getattr(derived, "origins", None) or Lineage(con).origins(query, list(columns))
+    if links.root(con, target) == target.lower() and _has_records(con, target):
+        # rows of a table with nothing on record (a staging table) joined a table with records: from now on the
+        # staging table's people are the target's, so it shares the target's ledger (``check_write`` refused rows
+        # of a table with records of its own)
+        for source in sources:
+            if links.root(con, source) == source and not _has_records(con, source):
+                back = {o: columns[c] for c, (t, o) in origins.items() if t.lower() == source and c in columns}
+                links.link(con, source, target, back, "its rows were inserted into it")
+        return
+
+    def carried_from(source: str) -> dict[str, str]:
+        return {columns[c]: o for c, (t, o) in origins.items() if t.lower() == source and c in columns}
+
+    # whose people the rows are: the one protected table whose key they hold unchanged (a join with a lookup
+    # table, or with a file loaded about the same people, keeps the people of the table it takes the key from)
+    keyed = [s for s in sources if (roles_of(con, s).key or "").lower() in set(carried_from(s).values())]
+    source = keyed[0] if len(keyed) == 1 else sources[0] if len(sources) == 1 else None
+    if source is None:
+        links.link(con, target, sources[0], {}, f"made from the rows of {len(sources)} protected tables")
+        return
+    links.link(con, target, source, carried_from(source), "made from its rows")
 
 
 def _declare(con: duckdb.DuckDBPyConnection, table: str, roles: TableRoles) -> TableRoles:

@@ -24,7 +24,16 @@ from . import _sql
 from ._duck import arrow_select, registered, snapshot
 from ._sql import DIALECT
 from .errors import ArgumentError, PrivacyBudgetError, PrivacyError, SQLParseError, UnknownColumnError
-from .lineage import BASE_ALIAS, WITHHELD, DerivedRoles, base_status, derived_roles, view_query
+from .lineage import (
+    BASE_ALIAS,
+    WITHHELD,
+    DerivedRoles,
+    base_status,
+    base_tables,
+    derived_roles,
+    opaque_sources,
+    view_query,
+)
 from .operators.columns import GOLD
 from .operators.context import OperatorContext
 from .operators.human import (
@@ -39,7 +48,7 @@ from .operators.human import (
     RowsOf,
 )
 from .operators.table_functions import CHARGES, READS, ArrowRows, TableFunction, TableInput, check_charged_unit
-from .privacy import selection, values
+from .privacy import identity, selection, values
 from .replacement import table_function_inputs
 from .store import TableRoles, composition, privacy, relation_kind, resolve_table, roles_of, table_columns
 from .udf import HumanOperator
@@ -264,8 +273,11 @@ class Planner:
         # the query is scanned too: a table function's input names a CTE as an argument, not as a table
         ctes = [c for c in self._referenced_ctes(origin, also=query) if not _contains(c, origin)]
         query = query.copy()
+        # a CTE of a WITH RECURSIVE may read itself: the WITH it is carried into stays recursive
+        recursive = any(isinstance(c.parent, exp.With) and c.parent.args.get("recursive") for c in ctes)
         for cte in ctes:
-            query = query.with_(cte.args["alias"].copy(), as_=cte.this.copy(), copy=False)  # a name, never parsed
+            query = query.with_(cte.args["alias"].copy(), as_=cte.this.copy(), recursive=recursive or None,
+                                copy=False)  # a name, never parsed
         return query
 
     def _execute_df(self, query: exp.Expression) -> pd.DataFrame:
@@ -335,13 +347,14 @@ class Planner:
         if isinstance(source, exp.Subquery):
             query = self._with_context(source.this, node)
         elif isinstance(source, (exp.Column, exp.Table, exp.Identifier)):
-            if source.name.lower() not in visible_ctes(node):
-                kind = relation_kind(self.ctx.con, source.name)
-                if not kind:
+            spelt = _as_table(source)  # main.adult is a column's table-qualified name to sqlglot
+            table = spelt
+            if spelt.args.get("db") or source.name.lower() not in visible_ctes(node):
+                relation = identity.Identities(self.ctx.con).of(spelt)
+                if relation is None:
                     # DuckDB would read a missing name ending in .csv as a file (and quote its first line in errors)
-                    raise UnknownColumnError(f"{name.upper()}: no table, view or CTE named {source.name!r}")
-                table_name = source.name
-            table = _sql.table(source.name)
+                    raise UnknownColumnError(f"{name.upper()}: no table, view or CTE named {spelt.sql(DIALECT)!r}")
+                kind, table_name, table = "view" if relation.view else "table", relation.key, relation.ref()
             query = self._with_context(exp.select("*").from_(table), node)
         else:
             raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
@@ -350,6 +363,7 @@ class Planner:
         traced_table = bases = None
         untraced = query
         if name == "anonymize":  # a k-anonymous release: its rows go in the privacy ledger, by their identity
+            self._refuse_untraceable(name, query, "release")
             bases = base_tables(self.ctx.con, query)
             query, traced_table = traced(self.ctx.con, query)
         rows = self._input(query, reads)  # the input once, in its order, only what the function reads
@@ -362,6 +376,7 @@ class Planner:
                     privacy.refuse_in_transaction(self.ctx.con, charge.operator)
                 charged = [table_name.lower()] if kind == "table" else sorted(
                     {t.lower() for t in base_tables(self.ctx.con, untraced)})
+                self._refuse_untraceable(name, untraced, "charge")
                 try:  # PrivacyBudgetError: nothing ran or was written
                     check_charged_unit(self.ctx.con, untraced, named, charged, charge.operator)  # issue 24
                     spend = privacy.check(self.ctx.con, charged, charge)
@@ -408,6 +423,17 @@ class Planner:
         node.replace(computed.subquery(alias.copy() if alias else exp.TableAlias(
             this=exp.to_identifier(name, quoted=True))))
 
+    def _refuse_untraceable(self, name: str, query: exp.Expression, what: str) -> None:
+        """A release (or a charge) over rows crowddb cannot tie to their table (``query('SELECT ...')``, a table
+        macro, a file: they may read any table) is refused while any table has a privacy ledger or a budget: the
+        ledger could not record whose rows it showed, the budget whose sources it spent."""
+        opaque = opaque_sources(query, identity.Identities(self.ctx.con).key)
+        if opaque and self.ctx.store.anything_protected():
+            raise PrivacyError(f"{name.upper()}: its input reads {opaque[0]}, which may read any table, and crowddb "
+                               f"cannot tie its rows to one; while tables have roles, a privacy ledger or a budget, "
+                               f"a {what} over it is refused (nothing was computed). Read the table directly, or "
+                               "through a view or a subquery")
+
     def _relation_roles(self, table_name: str | None, query: exp.Select, columns: list[str],
                         kind: str | None = None) -> TableRoles:
         """Roles of an operator's input: a table's declared roles; a view's, or derived from its definition; a
@@ -443,22 +469,22 @@ class Planner:
     def _prepare_source(self, scope: exp.Select, item: exp.Expression) -> _Source:
         con = self.ctx.con
         alias = item.alias_or_name or "unnamed_subquery"  # DuckDB's name for a FROM item written without one
-        if isinstance(item, exp.Table) and not item.args.get("db") and isinstance(item.this, exp.Identifier):
+        if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
             name = item.name
-            visible = visible_ctes(scope)
-            if name.lower() not in visible:
-                kind = relation_kind(con, name)
-                if kind == "table":
-                    return _Source(alias, name, _columns(con, name), roles_of(con, name), (name,), True)
-                if kind == "view":
-                    select = _sql.select_all(name)
+            if item.args.get("db") or name.lower() not in visible_ctes(scope):
+                relation = identity.Identities(con).of(item)  # what DuckDB reads under this spelling
+                if relation is not None and not relation.view:
+                    key = relation.key
+                    return _Source(alias, key, _columns(con, relation.ref()), roles_of(con, key), (key,), True)
+                if relation is not None:
+                    select = exp.select("*").from_(relation.ref())
                     bases = base_tables(con, select)
                     temp, of, refs = self._materialize(item, select, alias)
                     columns = _columns(con, temp)
-                    roles = self.temp_roles[temp] = _rename_roles(self._relation_roles(name, select, columns, kind),
-                                                                  temp)
+                    roles = self.temp_roles[temp] = _rename_roles(
+                        self._relation_roles(relation.key, select, columns, "view"), temp)
                     return _Source(alias, temp, columns, roles, bases, False, of, refs)
-                raise UnknownColumnError(f"no table, view or CTE named {name!r}")
+                raise UnknownColumnError(f"no table, view or CTE named {item.sql(DIALECT)!r}")
             query = self._with_context(_sql.select_all(name), scope)
         elif isinstance(item, exp.Subquery):
             query = self._with_context(item.this, scope)
@@ -939,8 +965,27 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-def _columns(con, name: str) -> list[str]:
-    return [d[0] for d in con.execute(_sql.select_all(name).limit(0).sql(DIALECT)).description]
+def _as_table(name: exp.Expression) -> exp.Table:
+    """A table function's first argument (a column, an identifier or a table, as sqlglot parsed the name) as the
+    table reference it spells, qualifiers included."""
+    if isinstance(name, exp.Table):
+        return name.copy()
+    if isinstance(name, exp.Identifier):
+        return exp.Table(this=name.copy())
+    parts = [name.args.get(p) for p in ("catalog", "db", "table")]
+    node = exp.Table(this=name.this.copy())
+    qualifiers = [p.copy() for p in parts if p is not None]
+    if qualifiers:
+        node.set("db", qualifiers[-1])
+    if len(qualifiers) > 1:
+        node.set("catalog", qualifiers[-2])
+    return node
+
+
+def _columns(con, relation: str | exp.Table) -> list[str]:
+    """The columns of a relation: a temp table's name, or a resolved reference (``TableId.ref``)."""
+    source = _sql.table(relation) if isinstance(relation, str) else relation
+    return [d[0] for d in con.execute(exp.select("*").from_(source).limit(0).sql(DIALECT)).description]
 
 
 def _rename_roles(roles: TableRoles, table: str) -> TableRoles:
@@ -1026,8 +1071,8 @@ def _published_columns(source: _Source) -> list[str]:
     """What ``*`` publishes for one source: its core columns if declared, else every unprotected column."""
     protected = {p.lower() for p in source.roles.protected}
     by_lower = {c.lower(): c for c in source.columns}
-    if source.roles.core:
-        return [by_lower[c.lower()] for c in source.roles.core if c.lower() in by_lower]
+    if source.roles.core:  # (a column declared both core and protected is protected: the stricter role wins)
+        return [by_lower[c.lower()] for c in source.roles.core if c.lower() in by_lower and c.lower() not in protected]
     return [c for c in source.columns if c.lower() not in protected and not _is_default_key(source, c)]
 
 
@@ -1077,22 +1122,6 @@ def _rows_of(published: list[tuple[str, exp.Expression]], qi: set[str], sources:
     return RowsOf(tables, None)
 
 
-def base_tables(con, tree: exp.Expression, seen: frozenset[str] = frozenset()) -> tuple[str, ...]:
-    """The catalog tables a query reads, through views (a CTE's own name is not one; its definition's tables are)."""
-    found: list[str] = []
-    for table in tree.find_all(exp.Table):
-        name = table.name
-        if not name or name.lower() in seen or table.args.get("db"):
-            continue
-        kind = relation_kind(con, name)
-        if kind == "table":
-            found.append(name)
-        elif kind == "view":
-            query = view_query(con, name)  # unreadable: the view stands for its tables
-            found += base_tables(con, query, seen | {name.lower()}) if query is not None else [name]
-    return tuple(dict.fromkeys(found))
-
-
 ROW_REF = "__crowd_row_ref"
 # parts of a SELECT that make its rows other than its FROM item's rows, one by one
 _NOT_ROW_BY_ROW = ("joins", "group", "distinct", "having", "qualify", "laterals", "pivots", "windows", "connect")
@@ -1124,23 +1153,23 @@ def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozense
     alias = item.alias_or_name if item is not None else ""
     star = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
                for e in select.expressions)
-    if isinstance(item, exp.Table) and not item.args.get("db") and isinstance(item.this, exp.Identifier):
+    if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
         name = item.name.lower()
-        if name in ctes:
+        if not item.args.get("db") and name in ctes:
             if name in seen:
                 return None
             table = _trace(con, ctes[name].this, ctes, seen | {name})
             ref = exp.column(ROW_REF, table=alias, quoted=True)
         else:
-            kind = relation_kind(con, item.name)
-            if kind == "table":
-                table, star = item.name, False  # a table's * does not bring its rowid
-                ref = row_identity(con, item.name, alias)
-            elif kind == "view" and name not in seen:
-                definition = view_query(con, item.name)
+            relation = identity.Identities(con).of(item)  # however spelt: main.adult is adult
+            if relation is not None and not relation.view:
+                table, star = relation.key, False  # a table's * does not bring its rowid
+                ref = row_identity(con, relation.key, alias)
+            elif relation is not None and relation.key.lower() not in seen:
+                definition = view_query(con, relation.key)
                 if definition is None:
                     return None
-                table = _trace(con, definition, {}, seen | {name})
+                table = _trace(con, definition, {}, seen | {relation.key.lower()})
                 if table is not None:  # the view inlined, so its rows can carry their identity
                     item.replace(exp.Subquery(this=definition, alias=exp.TableAlias(
                         this=exp.to_identifier(alias, quoted=True))))

@@ -166,6 +166,16 @@ CREATE TABLE IF NOT EXISTS crowddb_ledger_tables (
     identity    VARCHAR NOT NULL     -- how its rows are told apart: 'key:<column>' (hashed) or 'rowid'
 );
 
+-- Rows keep their identity: a table renamed, or made or filled from a table's rows (CREATE TABLE ... AS, INSERT ...
+-- SELECT), shares that table's privacy ledger and epsilon budget (store/links.py). ``carried``: JSON, the columns it
+-- holds unchanged copies of, {its column: the root's column}; the key among them ties its rows to the root's.
+CREATE TABLE IF NOT EXISTS crowddb_ledger_links (
+    table_name  VARCHAR PRIMARY KEY,  -- a table's key (privacy/identity.py)
+    root        VARCHAR NOT NULL,     -- the table whose ledger and budget it shares
+    carried     VARCHAR NOT NULL,
+    reason      VARCHAR NOT NULL
+);
+
 -- PRIVATE_SYNTH's per-object privacy report of every release (Theorem 2 of PrisCrowd), appended, never rewritten.
 CREATE TABLE IF NOT EXISTS crowddb_synth_objects (
     release_id      BIGINT NOT NULL,

@@ -255,12 +255,13 @@ def test_a_cte_named_like_a_view_is_traced_as_the_cte(db):
 
 
 def test_a_table_without_a_key_ties_rows_by_rowid_and_a_duplicate_key_is_refused(db):
-    db.sql("CREATE TABLE nokey AS SELECT * EXCLUDE (id) FROM people")
-    db.declare_roles("nokey", quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"], ground_truth="job")
+    # (DataFrames: a copy of people in SQL would share people's ledger, and be refused without its key)
+    db.load_frame("nokey", people_frame(120).drop(columns="id"), quasi_identifiers=["age", "sex", "zip"],
+                  sensitive=["salary"], ground_truth="job")
     db.sql("SELECT getposition(*, k := 10) FROM nokey").df()
     assert sorted(ledger(db, "run:1")["row_ref"]) == list(range(120))
-    db.sql("CREATE TABLE twice AS SELECT * FROM people UNION ALL SELECT * FROM people WHERE id = 7")
-    db.declare_roles("twice", **ROLES)
+    frame = people_frame(120)
+    db.load_frame("twice", pd.concat([frame, frame[frame["id"] == 7]], ignore_index=True), **ROLES)
     with pytest.raises(PrivacyError, match="share a key value"):
         db.sql("SELECT id, getposition(*, k := 10) FROM twice").df()
     with pytest.raises(PrivacyError, match="share a key value"):
@@ -438,8 +439,8 @@ def test_has_releases_and_shown_before_read_the_ledger(db):
 
 
 def test_a_key_declared_after_releases_is_refused_until_it_is_the_one_they_used(db):
-    db.sql("CREATE TABLE nokey AS SELECT * FROM people")
-    db.declare_roles("nokey", quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"], ground_truth="job")
+    db.load_frame("nokey", people_frame(), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
+                  ground_truth="job")  # (a DataFrame: its rows start a ledger of their own)
     db.sql("SELECT id, getposition(*, k := 10) FROM nokey").df()  # rows told apart by rowid
     db.declare_roles("nokey", quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"], ground_truth="job",
                      key="id")

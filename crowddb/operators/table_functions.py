@@ -398,12 +398,24 @@ def check_charged_unit(con: duckdb.DuckDBPyConnection, query: exp.Query, named: 
         return
     found = _stored_columns(con, query, column, frozenset())
     if isinstance(found, set):
-        outside = sorted(f"{t}.{c}" for t, c in found if t.lower() not in {x.lower() for x in tables})
-        if not outside:
+        from ..privacy.identity import display
+        from ..store import links
+
+        outside = sorted(f"{display(t)}.{c}" for t, c in found if t.lower() not in {x.lower() for x in tables})
+        # a copy's (or a renamed table's) sources are its root's only through the columns it holds unchanged
+        rewritten = sorted(f"{display(t)}.{c}" for t, c in found
+                           if (links.carried(con, t) is not None and c.lower() not in links.carried(con, t)))
+        if not outside and not rewritten:
             return
-        found = f"it is a copy of {', '.join(outside)}, which the budget of {', '.join(tables)} does not cover"
+        found = (f"it is a copy of {', '.join(outside)}, which the budget of "
+                 f"{', '.join(display(t) for t in tables)} does not cover"
+                 if outside else f"{', '.join(rewritten)} was not copied unchanged from the table whose budget it "
+                                 "shares, so its ids are not that table's sources")
+    from ..privacy.identity import display
+
     raise PrivacyBudgetError(
-        f"{operator}: source := {column!r} is not a stored column of {', '.join(tables)}: {found}. The privacy budget "
+        f"{operator}: source := {column!r} is not a stored column of {', '.join(display(t) for t in tables)}: "
+        f"{found}. The privacy budget "
         f"is kept per source id, so a spelling of the source made by an expression would be a new source with a "
         f"budget of its own: pass the stored column itself (e.g. SELECT worker ... with source := 'worker'), "
         "unchanged. Nothing was computed or charged")
@@ -422,9 +434,10 @@ def _stored_columns(con: duckdb.DuckDBPyConnection, query: exp.Query, column: st
     from ..lineage import Lineage, _is_copy, _leaf_column, view_query
     from ..store.roles import relation_kind
 
-    schema = Lineage(con)._schema()
+    lineage = Lineage(con)
+    schema = lineage._schema()
     try:
-        tree = qualify(query.copy(), schema=schema, dialect=_sql.DIALECT, validate_qualify_columns=False,
+        tree = qualify(lineage._resolved(query), schema=schema, dialect=_sql.DIALECT, validate_qualify_columns=False,
                        quote_identifiers=True, identify=True)
         root = build_scope(tree)
         at = [i for i, s in enumerate(tree.selects) if s.alias_or_name.lower() == column.lower()]
@@ -442,7 +455,7 @@ def _stored_columns(con: duckdb.DuckDBPyConnection, query: exp.Query, column: st
         name = _leaf_column(leaf)
         if not (isinstance(leaf.source, exp.Table) and isinstance(leaf.source.this, exp.Identifier)) or name is None:
             return "it is not read from a table"
-        table = leaf.source.name
+        table = lineage._leaf_key(leaf.source)
         kind = relation_kind(con, table)
         if kind == "view" and table.lower() not in seen:
             definition = view_query(con, table)

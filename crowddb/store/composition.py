@@ -23,6 +23,7 @@ box, the size of every resulting history class and each row's promised k.
 
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple
 
 import duckdb
@@ -31,10 +32,13 @@ import pandas as pd
 import pyarrow as pa
 
 from .._duck import registered
-from ..errors import PrivacyError
+from ..errors import CrowdDBError, PrivacyError
+from ..privacy.identity import display
+from . import links
 from .roles import roles_of
 
-TABLES = ("crowddb_ledger", "crowddb_published", "crowddb_row_history", "crowddb_ledger_tables")  # written only here
+TABLES = ("crowddb_ledger", "crowddb_published", "crowddb_row_history", "crowddb_ledger_tables",  # written only here
+          links.LINKS)
 BOX_SEPARATOR = "\x1f"  # between the published texts of a row's quasi-identifiers (never in rendered text)
 
 
@@ -91,14 +95,32 @@ def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows
     """Refuse (PrivacyError) a release of ``table`` with promise ``k`` publishing ``rows`` (row_ref, box; None: the
     release's rows cannot be tied to the table's) if some published row's history class would fall below its k.
     Returns the earlier release it repeats exactly (same rows, same boxes), if any: it shows nothing new."""
-    table = table.lower()
-    return _check(con, table, release, k, rows, _past(con, table, release, identity(con, table)))
+    now, ledger = identity(con, table), links.root(con, table)
+    return _check(con, ledger, release, k, rows, _past(con, ledger, release, now))
 
 
 def identity(con: duckdb.DuckDBPyConnection, table: str) -> str:
-    """How the ledger tells ``table``'s rows apart (``planner.row_identity``): 'key:<column>' or 'rowid'."""
+    """How the ledger tells ``table``'s rows apart (``planner.row_identity``): 'key:<column>' or 'rowid'. A table
+    that shares another's ledger (``links``) tells its rows apart as its root does when it holds the root's key
+    unchanged; else its rows cannot be tied to the root's, and its releases are refused."""
     key = roles_of(con, table).key
-    return f"key:{key.lower()}" if key else "rowid"
+    ledger = links.root(con, table)
+    if ledger == table.lower():
+        return f"key:{key.lower()}" if key else "rowid"
+    through = links.carried(con, table) or {}
+    stored = con.execute("SELECT identity FROM crowddb_ledger_tables WHERE table_name = ?", [ledger]).fetchall()
+    root_key = stored[0][0].partition(":")[2] if stored and stored[0][0].startswith("key:") else None
+    if root_key is None and not stored:
+        root_key = through.get((key or "").lower())  # nothing on record yet: the key it carries is the root's
+        with contextlib.suppress(CrowdDBError):  # (the root may be gone: renamed away, dropped)
+            root_key = (roles_of(con, ledger).key or "").lower() or root_key
+    if key and root_key and through.get(key.lower()) == root_key:
+        return f"key:{root_key}"
+    raise PrivacyError(
+        f"the rows of {display(table)!r} are rows of {display(ledger)!r} (made or filled from them, or renamed), "
+        f"whose privacy ledger they share, but {display(table)!r} does not hold {display(ledger)!r}'s key unchanged, "
+        "so crowddb cannot tell which of its people a release shows: carry the key into the copy (and declare it "
+        "its key), or release the rows from the original table")
 
 
 def _past(con: duckdb.DuckDBPyConnection, table: str, release: str, now: str) -> tuple[list[tuple], bool]:
@@ -108,7 +130,7 @@ def _past(con: duckdb.DuckDBPyConnection, table: str, release: str, now: str) ->
     histories would not meet."""
     stored = con.execute("SELECT identity FROM crowddb_ledger_tables WHERE table_name = ?", [table]).fetchall()
     if stored and stored[0][0] != now:
-        raise PrivacyError(f"{table!r}'s rows were told apart by {stored[0][0]} in its releases on record and by "
+        raise PrivacyError(f"{display(table)!r}'s rows were told apart by {stored[0][0]} in its releases on record and by "
                            f"{now} now (its key was declared or changed since): the privacy ledger cannot follow "
                            "them; declare the key it had")
     rows = con.execute("SELECT release, traceable, fingerprint, k FROM crowddb_ledger WHERE table_name = ? "
@@ -122,9 +144,9 @@ def _check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
     untraceable, others = [r for r, t, _, _ in earlier if not t], [r for r, *_ in earlier]
     if untraceable:
         raise PrivacyError(
-            f"{table!r} has an earlier release ({_names(untraceable)}) whose rows crowddb could not tie to the "
+            f"{display(table)!r} has an earlier release ({_names(untraceable)}) whose rows crowddb could not tie to the "
             f"table's rows (its quasi-identifiers came from a join of tables, an aggregate or a set operation), so "
-            f"no later release of {table!r} can be checked against it; a release of a table with quasi-identifiers "
+            f"no later release of {display(table)!r} can be checked against it; a release of a table with quasi-identifiers "
             "reads its rows one by one (through views, CTEs and subqueries with a WHERE or a LIMIT)")
     if rows is not None and len(rows):
         # a repeat changes no class: every row of it shows the same box in both, and no other row is in either
@@ -136,9 +158,9 @@ def _check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
     if rows is None:
         if others:
             raise PrivacyError(
-                f"this release's rows cannot be tied to the rows of {table!r} (its quasi-identifiers come from a join "
-                f"of tables, an aggregate or a set operation), and {table!r} has earlier k-anonymous releases "
-                f"({_names(others)}) it could be intersected with; read the rows of {table!r} one by one (a WHERE, "
+                f"this release's rows cannot be tied to the rows of {display(table)!r} (its quasi-identifiers come from a join "
+                f"of tables, an aggregate or a set operation), and {display(table)!r} has earlier k-anonymous releases "
+                f"({_names(others)}) it could be intersected with; read the rows of {display(table)!r} one by one (a WHERE, "
                 "a LIMIT, views and CTEs are fine)")
         return None
     if not len(rows):
@@ -148,7 +170,7 @@ def _check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
         small = (sizes > 0) & (sizes < int(k))
         if small.any():
             size = int(sizes[small].min())
-            raise PrivacyError(f"this release alone shows {int((sizes == size).sum()) * size} row(s) of {table!r} "
+            raise PrivacyError(f"this release alone shows {int((sizes == size).sum()) * size} row(s) of {display(table)!r} "
                                f"in a group of {size}, fewer than k={int(k)}; nothing was published")
         return None
     with registered(con, __crowd_planned=rows.rows, __crowd_boxes=rows.boxes):
@@ -160,10 +182,10 @@ def _check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
             "AND row_ref IN (SELECT unnest(?::BIGINT[])) ORDER BY release", [table, release, sample]).fetchall()]
         involved = involved or others  # rows new to this release: told apart from the others by them all
         if not involved:  # no earlier release: this one is not k-anonymous by itself (its anonymizer failed)
-            raise PrivacyError(f"this release alone shows {count} row(s) of {table!r} in a group of {size}, fewer "
+            raise PrivacyError(f"this release alone shows {count} row(s) of {display(table)!r} in a group of {size}, fewer "
                                f"than k={promised}; nothing was published")
         raise PrivacyError(
-            f"this release would let a worker who links releases narrow {count} row(s) of {table!r} to a group of "
+            f"this release would let a worker who links releases narrow {count} row(s) of {display(table)!r} to a group of "
             f"{size}, fewer than k={promised}: it would break the k-anonymity of {_names(involved)} (a worker "
             "intersects its classes with this release's, and sees which of their rows it leaves out). Run it over "
             "the same rows, k and anonymizer as that release (a rerun is served from the answers on record)")
@@ -174,10 +196,9 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
     the ledger, folded into the rows' histories. Called inside the transaction that records the release's HITs (or
     its row in crowddb_releases), which is retried when another connection's release of the same rows commits
     first: check and record are one step, so two concurrent releases are never both judged against the same past."""
-    table = table.lower()
+    now, table = identity(con, table), links.root(con, table)  # a copy's rows are its root's (``links``)
     # first: releases of one table are serialized (a concurrent one conflicts here and is retried, then checked
     # against this one's rows)
-    now = identity(con, table)
     con.execute("INSERT INTO crowddb_ledger_tables VALUES (?, 1, ?) ON CONFLICT (table_name) DO UPDATE SET "
                 "releases = crowddb_ledger_tables.releases + 1", [table, now]).fetchall()
     past = _past(con, table, release, now)
@@ -215,7 +236,7 @@ def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi
     rows = np.asarray(rows, dtype=np.int64)
     if not len(rows):
         return None
-    table, qis = table.lower(), signature(quasi_identifiers)
+    table, qis = links.root(con, table), signature(quasi_identifiers)
     want = pa.table({"row_ref": rows, "pos": np.arange(len(rows), dtype=np.int64)})
     with registered(con, __crowd_want=want):
         seen, fits = con.execute(
@@ -259,7 +280,7 @@ def releases(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
         "SELECT l.release AS ledger_release, l.k, l.traceable, l.repeats, l.created_at, "
         "(SELECT count(*) FROM crowddb_published p WHERE p.table_name = l.table_name AND "
         "p.release = coalesce(l.repeats, l.release)) AS rows FROM crowddb_ledger l WHERE l.table_name = ? "
-        "ORDER BY l.created_at, l.release", [table.lower()]).df()
+        "ORDER BY l.created_at, l.release", [links.root(con, table)]).df()
 
 
 def distinct_rows(what: str, table: str, rows: np.ndarray) -> None:
@@ -274,7 +295,7 @@ def distinct_rows(what: str, table: str, rows: np.ndarray) -> None:
 def has_releases(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> bool:
     """Whether any of ``tables`` has a k-anonymous release on record."""
     return bool(con.execute("SELECT count(*) FROM crowddb_ledger WHERE table_name IN (SELECT unnest(?))",
-                            [[t.lower() for t in tables]]).fetchall()[0][0])
+                            [[links.root(con, t) for t in tables]]).fetchall()[0][0])
 
 
 def shown_before(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) -> int:
@@ -284,7 +305,7 @@ def shown_before(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) -
         return 0
     with registered(con, __crowd_want=pa.table({"row_ref": pd.unique(rows)})):
         return int(con.execute("SELECT count(*) FROM crowddb_row_history WHERE table_name = ? AND row_ref IN "
-                               "(SELECT row_ref FROM __crowd_want)", [table.lower()]).fetchall()[0][0])
+                               "(SELECT row_ref FROM __crowd_want)", [links.root(con, table)]).fetchall()[0][0])
 
 
 def smallest_class(con: duckdb.DuckDBPyConnection, table: str) -> tuple[int | None, int]:
@@ -292,7 +313,7 @@ def smallest_class(con: duckdb.DuckDBPyConnection, table: str) -> tuple[int | No
     rows are in classes of that size; (None, 0) when nothing of it was published."""
     found = con.execute("SELECT size, count(*) * size FROM (SELECT count(*) AS size FROM crowddb_row_history "
                         "WHERE table_name = ? GROUP BY history) GROUP BY size ORDER BY size LIMIT 1",
-                        [table.lower()]).fetchall()
+                        [links.root(con, table)]).fetchall()
     return (int(found[0][0]), int(found[0][1])) if found else (None, 0)
 
 

@@ -41,7 +41,9 @@ import pandas as pd
 
 from .._duck import in_transaction, registered, transaction
 from ..errors import ArgumentError, PrivacyBudgetError, QueryError
+from ..privacy.identity import display
 from ..truth.noise import opendp_available
+from . import links
 
 LEDGER = "crowddb_privacy_ledger"
 HEAD = "crowddb_privacy_ledger_head"  # the sealed head: where the chain ends (a cut-off end shows)
@@ -612,18 +614,31 @@ def set_budget(con: duckdb.DuckDBPyConnection, table: str, *, epsilon: float, de
     if composition == "zcdp" and delta <= 0:
         raise ArgumentError("composition := 'zcdp' converts rho to epsilon at the budget's delta: pass delta > 0 "
                             "(e.g. delta := 1e-6)")
-    _append(con, [["budget", table.lower(), unit, None, None, float(epsilon), float(delta), None, composition]])
+    _append(con, [["budget", links.root(con, table), unit, None, None, float(epsilon), float(delta), None,
+                   composition]])
 
 
 def reset(con: duckdb.DuckDBPyConnection, table: str, unit: str = "source") -> None:
     """Append a 'reset' act: charges before it no longer count (they stay on record)."""
     _check_unit(unit)
-    _append(con, [["reset", table.lower(), unit, None, None, None, None, None, None]])
+    _append(con, [["reset", links.root(con, table), unit, None, None, None, None, None, None]])
+
+
+def has_acts(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether ``table`` (through its root) has a budget, a reset or a charge on record."""
+    return bool(con.execute(f"SELECT count(*) FROM {LEDGER} WHERE table_name = ?",
+                            [links.root(con, table)]).fetchall()[0][0])
+
+
+def has_charges(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether releases were charged to ``table`` (through its root)."""
+    return bool(con.execute(f"SELECT count(*) FROM {LEDGER} WHERE act = 'charge' AND table_name = ?",
+                            [links.root(con, table)]).fetchall()[0][0])
 
 
 def budget_of(con: duckdb.DuckDBPyConnection, table: str, unit: str) -> tuple[float, float, str] | None:
     rows = con.execute(f"SELECT epsilon, delta, composition FROM {LEDGER} WHERE act = 'budget' AND table_name = ? "
-                       "AND unit = ? ORDER BY seq DESC LIMIT 1", [table.lower(), unit]).fetchall()
+                       "AND unit = ? ORDER BY seq DESC LIMIT 1", [links.root(con, table), unit]).fetchall()
     return (float(rows[0][0]), float(rows[0][1]), str(rows[0][2])) if rows else None
 
 
@@ -636,7 +651,7 @@ def _spent(con: duckdb.DuckDBPyConnection, table: str, unit: str, ids: pd.DataFr
             f"FROM __crowd_privacy_ids i LEFT JOIN {LEDGER} l ON l.unit_id = i.unit_id AND l.act = 'charge' "
             f"AND l.table_name = ? AND l.unit = ? AND l.seq > (SELECT coalesce(max(seq), 0) FROM {LEDGER} "
             f"WHERE act = 'reset' AND table_name = ? AND unit = ?) GROUP BY i.unit_id",
-            [table.lower(), unit, table.lower(), unit]).df()
+            [links.root(con, table), unit, links.root(con, table), unit]).df()
 
 
 def _fmt(x: float) -> str:
@@ -664,7 +679,7 @@ def check(con: duckdb.DuckDBPyConnection, tables: Sequence[str], charge: Charge)
             if composition == "zcdp":
                 if np.isnan(total_rho).any():
                     raise PrivacyBudgetError(
-                        f"{charge.operator}: the budget of {table!r} per {charge.unit} composes in zCDP, but this "
+                        f"{charge.operator}: the budget of {display(table)!r} per {charge.unit} composes in zCDP, but this "
                         f"release has no rho ({charge.basis}); nothing was released or charged. Set the budget with "
                         "composition := 'sequential' to charge it")
                 used = np.array([zcdp_epsilon(float(r), b_dl) for r in total_rho])
@@ -687,12 +702,12 @@ def check(con: duckdb.DuckDBPyConnection, tables: Sequence[str], charge: Charge)
                              f"delta={_fmt(b_dl - spent['delta'].iloc[worst])}")
             if over.any():
                 raise PrivacyBudgetError(
-                    f"{charge.operator} would overspend the privacy budget of {table!r} (epsilon={_fmt(b_eps)}, "
+                    f"{charge.operator} would overspend the privacy budget of {display(table)!r} (epsilon={_fmt(b_eps)}, "
                     f"delta={_fmt(b_dl)} per {charge.unit}, {composition} composition): {charge.unit} "
                     f"{asked['unit_id'].iloc[worst]!r} has spent {spent_text}, this release asks {asked_text}, "
                     f"{left_text} is left ({int(over.sum())} of {len(asked)} {charge.unit}s would overspend). "
                     f"Nothing was released or charged. Ask for less (a smaller epsilon, fewer answers per "
-                    f"{charge.unit}), or reset the budget with db.reset_privacy_budget({table!r}) (a logged act)")
+                    f"{charge.unit}), or reset the budget with db.reset_privacy_budget({display(table)!r}) (a logged act)")
             entry.update(budget_epsilon=b_eps, budget_delta=b_dl, composition=composition,
                          epsilon_left=float(np.min(left_eps)), delta_left=float(np.min(left_dl)))
         out.append(entry)
@@ -702,7 +717,7 @@ def check(con: duckdb.DuckDBPyConnection, tables: Sequence[str], charge: Charge)
 def record(con: duckdb.DuckDBPyConnection, tables: Sequence[str], charge: Charge, release_id: int) -> None:
     """The charge's rows for ``release_id``, one per table and unit id (the caller's transaction, the release's)."""
     p = charge.per_unit
-    rows = [["charge", t.lower(), charge.unit, str(u), int(release_id), float(e), float(d),
+    rows = [["charge", links.root(con, t), charge.unit, str(u), int(release_id), float(e), float(d),
              None if np.isnan(r) else float(r), None]
             for t in tables for u, e, d, r in zip(p["unit_id"], p["epsilon"], p["delta"], p["rho"].astype(float))]
     if rows:
@@ -723,7 +738,7 @@ def report(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
     ``after_reset``: the release counts (no reset since). ``smallest_joint_class``: the k-anonymity side's hook (the
     smallest joint class across the table's k-anonymous releases), None here. Verifies the hash chain first."""
     verify(con)
-    t = table.lower()
+    t = links.root(con, table)  # a renamed table's or a copy's charges are its root's (``links``)
     charges = con.execute(
         f"SELECT l.seq, l.unit, l.unit_id, l.release_id, l.epsilon, l.delta, l.rho, r.kind, r.method, r.created_at, "
         f"(SELECT count(*) FROM {LEDGER} x WHERE x.act = 'reset' AND x.table_name = l.table_name "

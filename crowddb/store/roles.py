@@ -1,4 +1,8 @@
-"""Column roles, persisted in ``crowddb_columns``: what is a quasi-identifier, sensitive, core, ground truth, key."""
+"""Column roles, persisted in ``crowddb_columns``: what is a quasi-identifier, sensitive, core, ground truth, key.
+
+Every function here takes a table's key (``crowddb.privacy.identity``: the bare name of a table of the home
+database's ``main`` schema, a qualified key for any other), never the spelling of a query: ``resolve_table`` turns a
+name a user passes to the API into the key of what DuckDB binds it to."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from sqlglot import exp
 from .. import _duck, _sql
 from .._resources import catalog_ddl
 from ..errors import ArgumentError, PrivacyError, UnknownColumnError
+from ..privacy import identity
 
 ROLES = ("quasi_identifier", "sensitive", "core", "ground_truth", "key")
 PROTECTED = ("sensitive", "ground_truth", "key")  # never published in a HIT (§2.2.1)
@@ -38,42 +43,46 @@ class TableRoles:
 
 
 def ensure_catalog(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the catalog tables if missing (idempotent)."""
+    """Create the catalog tables if missing (idempotent), in the current database: crowddb's home."""
     con.execute(catalog_ddl())
+    identity.set_home(con)
 
 
-def relation_kind(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
-    """'table', 'view' or None for a name in the current schema."""
-    rows = con.execute("SELECT 'table' FROM duckdb_tables() WHERE lower(table_name) = lower(?) UNION ALL "
-                       "SELECT 'view' FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal",
-                       [name, name]).fetchall()
-    return rows[0][0] if rows else None
+def relation_kind(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
+    """'table', 'view' or None for a table key."""
+    found = identity.of_key(con, key)
+    return None if found is None else ("view" if found.view else "table")
 
 
 def resolve_table(con: duckdb.DuckDBPyConnection, table: str) -> str:
-    """The table's (or view's) name as the database spells it; a clear error if there is none."""
-    rows = con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE lower(table_name) = lower(?) AND NOT temporary "
-        "UNION ALL SELECT view_name FROM duckdb_views() WHERE lower(view_name) = lower(?) AND NOT internal",
-        [table, table]).fetchall()
-    if not rows:
+    """The key of the table or view a name a user passes reads (as DuckDB binds the name: a temp table of that name
+    first); a clear error if there is none. The name is one name, never split at dots."""
+    if not isinstance(table, str):
+        raise ArgumentError(f"a table is named by a string, got {type(table).__name__}")
+    found = identity.Identities(con).of_name(table)
+    if found is None:
         raise UnknownColumnError(f"no table or view named {table!r}")
-    return rows[0][0]
+    return found.key
 
 
-def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
-    """Column names of a table or view, in order (the name is a name: never parsed, never split at dots)."""
-    rows = con.execute("SELECT column_name FROM duckdb_columns() WHERE lower(table_name) = lower(?) "
-                       "ORDER BY column_index", [table]).fetchall()  # DuckDB names are case-insensitive
+def table_ref(con: duckdb.DuckDBPyConnection, key: str, alias: str | None = None) -> exp.Table:
+    """A reference to exactly the relation of ``key`` (qualified: never another table of the same name)."""
+    found = identity.of_key(con, key)
+    if found is None:
+        raise UnknownColumnError(f"no table or view {identity.display(key)!r}")
+    return found.ref(alias)
+
+
+def table_columns(con: duckdb.DuckDBPyConnection, key: str) -> list[str]:
+    """Column names of a table or view, in order."""
+    found = identity.of_key(con, key)
+    if found is None:
+        raise UnknownColumnError(f"no table or view {identity.display(key)!r}")
+    rows = con.execute("SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? AND "
+                       "table_name = ? ORDER BY column_index", [found.catalog, found.schema, found.name]).fetchall()
     if rows:
         return [r[0] for r in rows]
-    # a view whose columns DuckDB does not list: ask what SELECT * sees. Only for a relation that exists: DuckDB reads
-    # a missing name that looks like a file ("x.csv") from the file, and a name is never a file here.
-    exists = con.execute("SELECT 1 FROM duckdb_views() WHERE lower(view_name) = lower(?) UNION ALL "
-                         "SELECT 1 FROM duckdb_tables() WHERE lower(table_name) = lower(?)", [table, table]).fetchall()
-    if not exists:
-        raise UnknownColumnError(f"no table or view named {table!r}")
-    describe = exp.Describe(this=_sql.select_all(table))
+    describe = exp.Describe(this=exp.select("*").from_(found.ref()))  # a view whose columns DuckDB does not list
     return [r[0] for r in con.execute(describe.sql(_sql.DIALECT)).fetchall()]
 
 
@@ -95,14 +104,17 @@ def declare_roles(con: duckdb.DuckDBPyConnection, table: str, *, quasi_identifie
                   transaction: bool = True) -> TableRoles:
     """Declare roles for ``table`` (all validated before anything is written; one transaction unless the caller
     already holds one)."""
-    table = resolve_table(con, table)
+    found = identity.of_key(con, table)
+    if found is None:
+        raise UnknownColumnError(f"no table or view {identity.display(table)!r}")
+    table, name = found.key, str(found)  # the catalog's spelling
     columns = table_columns(con, table)
-    qi = _resolve_columns(quasi_identifiers, columns, table, "quasi_identifiers")
-    sens = _resolve_columns(sensitive, columns, table, "sensitive")
-    cor = _resolve_columns(core, columns, table, "core")
-    gt = _resolve_columns([ground_truth], columns, table, "ground_truth") if ground_truth else []
-    ky = _resolve_columns([key], columns, table, "key") if key else []
-    kinds = {(_resolve_columns([c], columns, table, "kinds")[0]): v for c, v in (kinds or {}).items()}
+    qi = _resolve_columns(quasi_identifiers, columns, name, "quasi_identifiers")
+    sens = _resolve_columns(sensitive, columns, name, "sensitive")
+    cor = _resolve_columns(core, columns, name, "core")
+    gt = _resolve_columns([ground_truth], columns, name, "ground_truth") if ground_truth else []
+    ky = _resolve_columns([key], columns, name, "key") if key else []
+    kinds = {(_resolve_columns([c], columns, name, "kinds")[0]): v for c, v in (kinds or {}).items()}
     for col, kind in kinds.items():
         if kind not in ("numeric", "ordinal", "categorical"):
             raise ArgumentError(f"kind of {col!r} must be 'numeric', 'ordinal' or 'categorical', got {kind!r}")
@@ -117,7 +129,7 @@ def declare_roles(con: duckdb.DuckDBPyConnection, table: str, *, quasi_identifie
         ("quasi_identifiers", qi, "key", ky)] if set(x) & set(y)]
     if clash:
         a, b, both = clash[0]
-        raise PrivacyError(f"columns {sorted(both)} of {table!r} cannot be both {a} and {b}")
+        raise PrivacyError(f"columns {sorted(both)} of {name!r} cannot be both {a} and {b}")
     rows = [(table, c, "quasi_identifier", kinds.get(c)) for c in qi]
     rows += [(table, c, "sensitive", None) for c in sens] + [(table, c, "core", None) for c in cor]
     rows += [(table, c, "ground_truth", None) for c in gt] + [(table, c, "key", None) for c in ky]
@@ -136,7 +148,7 @@ def _check_numeric(con: duckdb.DuckDBPyConnection, table: str, column: str) -> N
     not_number = exp.and_(exp.Not(this=exp.Is(this=ident.copy(), expression=exp.Null())),
                           exp.Is(this=as_number, expression=exp.Null()))
     query = (exp.select(exp.Cast(this=ident.copy(), to=exp.DataType.build("VARCHAR")))
-             .from_(_sql.table(table)).where(not_number).limit(1))
+             .from_(table_ref(con, table)).where(not_number).limit(1))
     bad = con.execute(query.sql(_sql.DIALECT)).fetchall()
     if bad:
         raise ArgumentError(f"quasi-identifier {column!r} of {table!r} is declared numeric but holds non-numeric "
@@ -183,7 +195,15 @@ def rename_table(con: duckdb.DuckDBPyConnection, old: str, new: str) -> None:
     con.execute("UPDATE crowddb_columns SET table_name = ? WHERE lower(table_name) = lower(?)", [new, old])
 
 
+def drop_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> None:
+    """Roles follow ALTER TABLE table DROP COLUMN column: its roles go."""
+    con.execute("DELETE FROM crowddb_columns WHERE lower(table_name) = lower(?) AND lower(column_name) = lower(?)",
+                [table, column])
+
+
 def rename_column(con: duckdb.DuckDBPyConnection, table: str, old: str, new: str) -> None:
-    """Roles follow ALTER TABLE table RENAME COLUMN old TO new."""
+    """Roles follow ALTER TABLE table RENAME COLUMN old TO new (roles left under the new name by a column dropped
+    around crowddb go first: they were another column's)."""
+    drop_column(con, table, new)
     con.execute("UPDATE crowddb_columns SET column_name = ? WHERE lower(table_name) = lower(?) AND "
                 "lower(column_name) = lower(?)", [new, table, old])
