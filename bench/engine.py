@@ -1,6 +1,9 @@
-"""Engine benchmark: plain-SQL passthrough against raw DuckDB, and getposition(*) over all of Adult.
+"""Engine benchmark: plain-SQL passthrough against raw DuckDB (on a database without roles, and with roles, where
+every statement passes DuckDB's statement gate), what the gate itself costs per statement, and getposition(*) over
+all of Adult.
 
-Run: python bench/engine.py [--repeat 30]. Prints a table; figures are ratios to a baseline timed in the same run.
+Run: python bench/engine.py [--repeat 30]. Prints tables; figures are ratios to a baseline timed in the same run.
+Goals (issue 24): without roles within 5% of DuckDB; the gate at most 50 us per statement.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import duckdb
 
 import crowddb
 from crowddb.datasets import adult_path
+from crowddb.privacy import gate
 
 PLAIN = [
     ("point lookup", "SELECT * FROM adult WHERE id = 4242"),
@@ -46,6 +50,16 @@ def main() -> None:
 
     raw = duckdb.connect()
     raw.execute(f"CREATE TABLE adult AS SELECT * FROM read_csv('{adult_path()}')")
+    plain = crowddb.connect(seed=1, progress=False)  # no role, ledger or budget: the gate is off
+    plain.load_csv("adult", adult_path())
+    print(f"{'plain SQL, no roles (fetch all)':32} {'duckdb ms':>10} {'crowddb ms':>11} {'ratio':>7}")
+    for name, query in PLAIN:
+        base, ours = paired(lambda q=query: plain.con.sql(q).fetchall(), lambda q=query: plain.sql(q).fetchall(),
+                            args.repeat)
+        print(f"{name:32} {base * 1e3:10.3f} {ours * 1e3:11.3f} {ours / base:7.3f}")
+    plain.close()
+    print()
+
     db = crowddb.connect(seed=1, progress=False)
     db.load_csv("adult", adult_path(), quasi_identifiers=["age", "sex", "education_num", "marital_status", "race"],
                 sensitive=["occupation", "income"], ground_truth="occupation", key="id",
@@ -53,11 +67,20 @@ def main() -> None:
 
     # the baseline is DuckDB's own connection under crowddb (db.con): the same tables, so the ratio is crowddb's
     # overhead alone (a second database loaded separately differs in storage layout by a few percent either way)
-    print(f"{'plain SQL (fetch all)':32} {'duckdb ms':>10} {'crowddb ms':>11} {'ratio':>7}")
+    print(f"{'plain SQL, roles: gated':32} {'duckdb ms':>10} {'crowddb ms':>11} {'ratio':>7}")
     con = db.con
     for name, query in PLAIN:
         base, ours = paired(lambda q=query: con.sql(q).fetchall(), lambda q=query: db.sql(q).fetchall(), args.repeat)
         print(f"{name:32} {base * 1e3:10.3f} {ours * 1e3:11.3f} {ours / base:7.3f}")
+
+    # the gate's own cost: DuckDB parses the text either way (the parsed statements are the ones that run), so what
+    # the gate adds is classifying them; timed over many calls
+    print(f"\n{'statement gate, per statement':32} {'parse us':>10} {'gate us':>11} {'added us':>9}")
+    for name, query in PLAIN:
+        n = 2000
+        base, ours = paired(lambda q=query: [con.extract_statements(q) for _ in range(n)],
+                            lambda q=query: [gate.classify(con, q) for _ in range(n)], max(3, args.repeat // 6))
+        print(f"{name:32} {base / n * 1e6:10.1f} {ours / n * 1e6:11.1f} {(ours - base) / n * 1e6:9.1f}")
 
     print()
     query = "SELECT id, getposition(*) AS job FROM adult"

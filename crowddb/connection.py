@@ -467,7 +467,7 @@ class CrowdDB:
         k-anonymity release, a budget act), with their actions (``crowddb.privacy.gate``); None when nothing is,
         and then the text goes to DuckDB as it is."""
         mentions_catalog = "crowddb_" in query.lower()  # a statement may declare (or delete) roles in SQL
-        if self._protected is not True or mentions_catalog:
+        if self._protected is None or mentions_catalog:
             self._protected = Store(self.con).anything_protected()
         protected = self._protected
         if mentions_catalog:
@@ -483,7 +483,8 @@ class CrowdDB:
         carried after it ran. ``params`` go to the last statement, as DuckDB does with a text."""
         for g in gated:
             if g.action == gate.REFUSE:
-                raise StatementRefusedError(f"crowddb refuses this {g.kind} statement while roles, a privacy ledger "
+                raise StatementRefusedError(f"crowddb refuses this {g.kind.replace('_', ' ')} statement while roles, "
+                                            f"a privacy ledger "
                                             f"or a budget exist: {g.reason}. Nothing was run")
         trees = [self._tracked_tree(g, params if i == len(gated) - 1 else None) if g.action == gate.TRACK else None
                  for i, g in enumerate(gated)]
@@ -1057,7 +1058,10 @@ def _refuse_ledger_writes(query: Any) -> None:
     """Plain SQL may read the privacy ledger but not write, drop, alter, replace or load it: a budget is spent and
     reset only through the API, where every act is logged and hash-chained. Text that names the ledger and that
     sqlglot cannot read is refused too (fail closed)."""
-    if not isinstance(query, str) or not any(n in query.lower() for n in _LEDGER_NAMES):
+    if not isinstance(query, str):
+        return
+    lower = query.lower()
+    if "crowddb_" not in lower or not any(n in lower for n in _LEDGER_NAMES):  # (the first test is the fast path)
         return
     refusal = PrivacyBudgetError(
         f"the privacy ledgers ({', '.join(_LEDGER_NAMES)}) are written only by crowddb: set a budget with "

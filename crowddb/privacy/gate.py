@@ -77,9 +77,9 @@ def classify(con: duckdb.DuckDBPyConnection, text: str) -> list[Gated]:
 
 def _action(statement: duckdb.Statement) -> tuple[str, str]:
     kind = statement.type
-    words = _words(statement.query, 6)
-    if kind in _RUN_KINDS:
+    if kind in _RUN_KINDS:  # (most statements: decided by DuckDB's type alone, nothing more is read)
         return RUN, ""
+    words = _words(statement.query, 6)
     if kind == _T.CREATE and _created(words) not in ("table", ""):
         return RUN, ""  # a view (read through lineage when used), a macro, a type, a schema, a sequence, an index
     if kind in _TRACK_KINDS:
