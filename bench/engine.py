@@ -78,8 +78,8 @@ def main() -> None:
     print(f"\n{'statement gate, per statement':32} {'parse us':>10} {'gate us':>11} {'added us':>9}")
     for name, query in PLAIN:
         n = 2000
-        base, ours = paired(lambda q=query: [con.extract_statements(q) for _ in range(n)],
-                            lambda q=query: [gate.classify(con, q) for _ in range(n)], max(3, args.repeat // 6))
+        base, ours = paired(lambda q=query, n=n: [con.extract_statements(q) for _ in range(n)],
+                            lambda q=query, n=n: [gate.classify(con, q) for _ in range(n)], max(3, args.repeat // 6))
         print(f"{name:32} {base / n * 1e6:10.1f} {ours / n * 1e6:11.1f} {(ours - base) / n * 1e6:9.1f}")
 
     print()

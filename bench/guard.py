@@ -7,7 +7,13 @@ partition into consecutive classes of k * (j + 1) rows: no two alike), then one 
 (``composition.record``: check, history fold, ledger rows), and the persisted partition is looked up for all N rows
 (``composition.recorded``: each row's box in the newest release that showed it). The baseline, measured in the same run on the same
 connection, is DuckDB grouping the planned rows by box (``SELECT box_id, count(*) ... GROUP BY box_id``): the least
-any check of N rows' classes costs. Run: ``python bench/guard.py [--rows N] [--releases 1,10,100]``.
+any check of N rows' classes costs.
+
+``plan s`` is the planner step of issue 25 for the same N rows at a larger k than any on record (the costly case:
+every joint class merged with its neighbours): their joint classes read from the ledger
+(``composition.joint_classes``), the rows to widen (``serve.widening``) and the safe release (``serve.plan``);
+``plan+check s`` adds the check, the goal of issue 25 being under 1 s for 1M rows and 100 releases.
+Run: ``python bench/guard.py [--rows N] [--releases 1,10,100]``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from crowddb._resources import catalog_ddl
+from crowddb.privacy import serve
 from crowddb.store import composition
 
 
@@ -53,8 +60,8 @@ def main() -> None:
     print(f"guard of k-anonymity across releases: a release of {n:,} rows checked against R earlier releases of "
           "all of them; best of 3")
     print(f"{'R':>5} | {'ledger rows':>12} | {'check s':>8} | {'record s':>8} | {'persisted s':>11} | "
-          f"{'baseline s':>10} | {'x baseline':>10}")
-    print("-" * 84)
+          f"{'plan s':>7} | {'plan+check s':>12} | {'baseline s':>10} | {'x baseline':>10}")
+    print("-" * 110)
     done = 0
     for mark in marks:
         while done < mark:  # earlier releases, each a new one: classes of k * (j + 1) rows (every boundary a multiple
@@ -67,9 +74,17 @@ def main() -> None:
         # before is planned in these boxes)
         persisted = timed(lambda: composition.recorded(con, "big", planned.rows["row_ref"].to_numpy(), [], k),
                           repeat=1)
+        plan = timed(lambda larger=k * (done + 2): _plan(con, planned.rows["row_ref"].to_numpy(), larger), repeat=1)
         rows = con.execute("SELECT count(*) FROM crowddb_published").fetchall()[0][0]
-        print(f"{mark:>5} | {rows:>12,} | {check:>8.3f} | {record:>8.3f} | {persisted:>11.3f} | {base:>10.3f} | "
-              f"{check / base:>10.1f}")
+        print(f"{mark:>5} | {rows:>12,} | {check:>8.3f} | {record:>8.3f} | {persisted:>11.3f} | {plan:>7.3f} | "
+              f"{plan + check:>12.3f} | {base:>10.3f} | {check / base:>10.1f}")
+
+
+def _plan(con, refs: np.ndarray, k: int) -> serve.Served:
+    """Issue 25's planner step for ``refs`` at ``k`` (larger than any release's on record: classes merged)."""
+    classes = composition.joint_classes(con, "big", refs)
+    serve.widening(refs, classes, k)
+    return serve.plan(refs, classes, k, composition.signature([]))
 
 
 def _record_and_undo(con, n: int, k: int, planned: composition.Planned) -> None:

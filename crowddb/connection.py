@@ -75,6 +75,7 @@ _LITERAL_TOKENS = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING, TokenT
 #: order, so text without them needs no tokens (a token's text is always a piece of the query's text, in order)
 _TRACKED_WORDS = (("create", "table", "as"), ("insert", "select"), ("insert", "from"), ("insert", "table"),
                   ("insert", "by", "name"), ("alter", "rename"), ("update", "set"))
+_SCANNED = "scanned_sql"  # a tracked tree's meta: its SQL over the Python objects it reads, registered
 _SCAN_CACHE_CHARS = 20_000  # texts up to this long are remembered with their scan (plain SQL is often repeated)
 
 
@@ -486,8 +487,17 @@ class CrowdDB:
                 raise StatementRefusedError(f"crowddb refuses this {g.kind.replace('_', ' ')} statement while roles, "
                                             f"a privacy ledger "
                                             f"or a budget exist: {g.reason}. Nothing was run")
-        trees = [self._tracked_tree(g, params if i == len(gated) - 1 else None) if g.action == gate.TRACK else None
-                 for i, g in enumerate(gated)]
+        scans = Scans(self.con)  # Python objects a tracked statement reads: registered, so roles can follow them
+        try:
+            trees = [self._tracked_tree(g, params if i == len(gated) - 1 else None, frame, scans)
+                     if g.action == gate.TRACK else None for i, g in enumerate(gated)]
+            return self._run_trees(gated, trees, params, frame, final)
+        finally:
+            scans.drop()
+
+    def _run_trees(self, gated: list[Gated], trees: list[exp.Expression | None], params: Any, frame: Any,
+                   final: str):
+        """``_run_gated`` once the tracked statements are read (``trees``)."""
         result = kept = None
         for i, (g, tree) in enumerate(zip(gated, trees)):
             last = i == len(gated) - 1
@@ -496,14 +506,17 @@ class CrowdDB:
             # cannot follow, what it wrote is rolled back (the caller's own transaction: left to its ROLLBACK)
             atomic = tree is not None and writes_home(self.con, tree)
             with transaction(self.con) if atomic else contextlib.nullcontext():
+                # a statement reading a Python object runs as read, over the object's registered view: roles
+                # are then carried from the object DuckDB read (no frame of ours holds the caller's names)
+                statement = tree.meta[_SCANNED] if tree is not None and _SCANNED in tree.meta else g.statement
                 with self._unknown_functions():
                     if last and final == "sql" and tree is None:
-                        result = call_in(frame, self.con.sql, g.statement,
+                        result = call_in(frame, self.con.sql, statement,
                                          **({} if values is None else {"params": values}))
                     elif values is None:
-                        result = call_in(frame, self.con.execute, g.statement)
+                        result = call_in(frame, self.con.execute, statement)
                     else:
-                        result = call_in(frame, self.con.execute, g.statement, parameters=values)
+                        result = call_in(frame, self.con.execute, statement, parameters=values)
                     if not last:  # DuckDB 2 keeps a connection's result open until it is read
                         result.fetchall()
                 if tree is not None:
@@ -513,9 +526,10 @@ class CrowdDB:
                 result = self._replay(*kept, relation=final == "sql")
         return result
 
-    def _tracked_tree(self, g: Gated, params: Any) -> exp.Expression:
+    def _tracked_tree(self, g: Gated, params: Any, frame: Any, scans: Scans) -> exp.Expression:
         """The statement of a TRACK kind as crowddb reads it, checked before anything runs: one statement sqlglot
-        understands (else refused: its roles could not follow it) that does not break a ledger."""
+        understands (else refused: its roles could not follow it) that does not break a ledger. A Python object it
+        reads is registered (``scans``) and the tree pointed at it; the SQL to run is then kept in its meta."""
         try:
             trees = parse(g.text)
         except SQLParseError as err:
@@ -528,9 +542,16 @@ class CrowdDB:
                                 "cannot read, so nothing was run. Rewrite it in SQL crowddb reads, or run it through "
                                 "db.con (plain DuckDB) and then declare the roles of what it wrote with "
                                 "db.declare_roles(...)")
-        tree = self._bind(trees[0], params)  # (the roles of a statement are computed with its values)
+        tree = trees[0]
+        views = len(scans.views)
+        tree = scans.bind([tree], frame)[0]
+        scanned = tree.sql(DIALECT) if len(scans.views) > views else None
+        tree = self._bind(tree, params)  # (the roles of a statement are computed with its values)
         check_write(self.con, tree)
-        return prepare(self.con, tree)
+        tree = prepare(self.con, tree)
+        if scanned is not None:
+            tree.meta[_SCANNED] = scanned
+        return tree
 
     def _carry_roles_keeping(self, result: Any, statements: list[exp.Expression],
                              temp_roles: Mapping[str, Any] | None = None, relation: bool = False):
@@ -655,12 +676,31 @@ class CrowdDB:
             return
         show(query, frame)
 
+    def _refuse_crowd_views(self, statements: Iterable[exp.Expression]) -> None:
+        """A view over a crowd operator is refused before anything runs: DuckDB would store the view over the temp
+        tables its answers are joined from, which go with the query (and the file's session), so the view would
+        break later; a table made from the query keeps its answers, and a rerun of the query is served from them."""
+        for statement in statements:
+            if (isinstance(statement, exp.Create) and str(statement.args.get("kind") or "").upper() == "VIEW"
+                    and any(isinstance(n, exp.Anonymous) and (n.name in self.registry
+                                                              or n.name.lower() in _TABLE_FUNCTION_NAMES)
+                            for n in statement.walk())):
+                name = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+                text = " ".join((statement.expression.sql(DIALECT) if statement.expression else "").split())
+                raise ArgumentError(
+                    f"CREATE VIEW {name.sql(DIALECT)}: a view over a crowd operator or table function would read "
+                    "answers crowddb keeps only while this query's result is read, and break after it (or after the "
+                    f"file is reopened). Store them: CREATE TABLE {name.sql(DIALECT)} AS {text[:60]}"
+                    + ("..." if len(text) > 60 else "") + " (a rerun of the query is served from the answers on "
+                    "record, at no cost). Nothing was run")
+
     def _asks_humans(self, statement: exp.Expression) -> bool:
         """Whether ``statement`` calls a human operator (not only table functions)."""
         return any(isinstance(n, exp.Anonymous) and n.name in self.registry for n in statement.walk())
 
     def _explain(self, query: str, params: Any, statements: list[exp.Expression]) -> QueryPlan:
         self._refuse_unreadable_commands(statements)  # what the run would refuse
+        self._refuse_crowd_views(statements)
         ctx = self._context(query)
         planner = Planner(ctx, TABLE_FUNCTIONS, estimating=True)
         rehearse = len(statements) > 1 and not in_transaction(self.con)
@@ -755,6 +795,7 @@ class CrowdDB:
                      timeout: float | None = None):
         self._refuse_in_transaction(statements)
         self._refuse_unreadable_commands(statements)
+        self._refuse_crowd_views(statements)
         binder = Planner(self._context(query), TABLE_FUNCTIONS)
         for statement in statements:  # every call of every statement is bound before the first one pays
             binder.validate(self._bind(statement, params))

@@ -23,9 +23,17 @@ from sqlglot.optimizer.scope import TRAVERSABLES, Scope, traverse_scope
 from . import _sql
 from ._duck import arrow_select, registered, snapshot
 from ._sql import DIALECT
-from .errors import ArgumentError, PrivacyBudgetError, PrivacyError, SQLParseError, UnknownColumnError
+from .errors import (
+    ArgumentError,
+    BudgetExceededError,
+    PrivacyBudgetError,
+    PrivacyError,
+    SQLParseError,
+    UnknownColumnError,
+)
 from .lineage import (
     BASE_ALIAS,
+    QI,
     WITHHELD,
     DerivedRoles,
     base_status,
@@ -34,7 +42,7 @@ from .lineage import (
     opaque_sources,
     view_query,
 )
-from .operators.columns import GOLD
+from .operators.columns import GOLD, WIDENED
 from .operators.context import OperatorContext
 from .operators.human import (
     GROUP_ID,
@@ -48,7 +56,7 @@ from .operators.human import (
     RowsOf,
 )
 from .operators.table_functions import CHARGES, READS, ArrowRows, TableFunction, TableInput, check_charged_unit
-from .privacy import identity, selection, values
+from .privacy import identity, selection, serve, values
 from .replacement import table_function_inputs
 from .store import TableRoles, composition, privacy, relation_kind, resolve_table, roles_of, table_columns
 from .udf import HumanOperator
@@ -57,6 +65,9 @@ _ID = "__crowd_id"
 _GROUP = "__crowd_g"
 _REF = "__crowd_ref"  # the privacy ledger's identity of the rows a call publishes (row_identity)
 _ANSWER = "answer"
+_SET = "__crowd_set"  # a grouping set's GROUPING() mask, in the answers of a group operator over grouping sets
+_SET_ANSWER = "__crowd_answer"  # their answer (prefixed: the lookup reads the query's own columns beside it)
+_MAX_GROUPING_SETS = 64  # each set is asked about on its own (every input row once per set)
 _counter = itertools.count(1)
 
 
@@ -118,6 +129,8 @@ class _Source:
     base: bool = False  # a base table: the privacy ledger reads its rows' identity (``row_identity``) directly
     of: str | None = None  # a materialized view/CTE/subquery of this one base table, row by row (``traced``) ...
     refs: np.ndarray | None = None  # ... and each of its rows' identity in that table (by the temp table's rowid)
+    #: columns the planner added for a STRUCT column published as ``X.*``: column -> (X, the field it holds)
+    fields: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -142,6 +155,25 @@ class _BoundCall:
     named: dict[str, Any]           # the named overrides (method folded into the definition)
 
 
+@dataclasses.dataclass
+class _GroupingSets:
+    """A group operator's GROUP BY with GROUPING SETS, ROLLUP or CUBE, expanded: the distinct grouping expressions
+    (in order of first appearance: GROUPING() takes them so) and every distinct set, as the positions of its
+    expressions."""
+
+    exprs: list[exp.Expression]
+    sets: list[tuple[int, ...]]
+
+    def mask(self, members: tuple[int, ...]) -> int:
+        """What GROUPING(every expression) gives the output rows of a set: the bit of an expression the set does not
+        group by is set, the first expression's the most significant (DuckDB's, as the SQL standard's)."""
+        n = len(self.exprs)
+        return sum(1 << (n - 1 - i) for i in range(n) if i not in members)
+
+    def label(self, members: tuple[int, ...]) -> str:
+        return "(" + ", ".join(self.exprs[i].sql(DIALECT) for i in members) + ")"
+
+
 class Planner:
     """Rewrites one statement, running its crowd operators through ``ctx``."""
 
@@ -154,6 +186,7 @@ class Planner:
         self.temp_roles: dict[str, TableRoles] = {}  # roles of the derived inputs this planner materialized
         self.temps: list[str] = []  # every temp table this planner made (inputs, answers, table-function results)
         self.registered: list[str] = []  # every Arrow table it registered (table-function inputs and releases)
+        self.plain_temps: set[str] = set()  # materialized sources that are one table's rows and columns as stored
         self.steps: list[str] = []  # the steps it ran, in order (explain() shows them)
 
     # ------------------------------------------------------------------------------------------- detection
@@ -367,6 +400,9 @@ class Planner:
             bases = base_tables(self.ctx.con, query)
             query, traced_table = traced(self.ctx.con, query)
         rows = self._input(query, reads)  # the input once, in its order, only what the function reads
+        if traced_table is not None and rows.row_refs is not None:
+            rows = self._widened_input(rows, query, traced_table, named)
+        rows.ledger_table = traced_table
         roles = self._relation_roles(table_name, untraced, rows.columns, kind)
         charge, charged, spend = None, [], None
         if name in CHARGES:  # the epsilon budget: the charge is declared and checked before any noise is drawn
@@ -451,20 +487,95 @@ class Planner:
     # ----------------------------------------------------------------------------------- human operators
     def _run_scope(self, scope: exp.Select, calls: list[exp.Anonymous]) -> None:
         """Run the human ``calls`` whose SELECT is ``scope``, in the plan's order (tuple operators, then group)."""
-        sources = _equated_roles(scope, self._prepare_sources(scope))
+        sources = _equated_roles(scope, self._prepare_sources(scope, self._struct_stars(scope, calls)))
         for call in calls:
             self._run_call(scope, call, sources)
 
-    def _prepare_sources(self, scope: exp.Select) -> list[_Source]:
-        """Give every FROM/JOIN item a rowid: base tables have one; anything else is materialized first."""
+    def _prepare_sources(self, scope: exp.Select, structs: dict[tuple[str, str], str] | None = None
+                         ) -> list[_Source]:
+        """Give every FROM/JOIN item a rowid: base tables have one; anything else is materialized first. ``structs``
+        (``_struct_stars``): STRUCT columns published as ``X.*``, whose items are materialized with their fields."""
         from_ = scope.args.get("from_") or scope.args.get("from")
         if from_ is None:
             raise ArgumentError("a human operator needs a FROM clause: it asks about rows of a table")
         items = [from_.this] + [j.this for j in scope.args.get("joins") or []]
+        fields = self._struct_fields(scope, items, structs) if structs else {}
         out = []
-        for item in items:
-            out.append(self._prepare_source(scope, item))
+        for i, item in enumerate(items):
+            out.append(self._prepare_struct_source(scope, item, fields[i]) if i in fields
+                       else self._prepare_source(scope, item))
         return out
+
+    @staticmethod
+    def _struct_stars(scope: exp.Select, calls: list[exp.Anonymous]) -> dict[tuple[str, str], str]:
+        """The ``X.*`` (or ``alias.X.*``) arguments of ``calls`` whose X is not a FROM item's alias: a STRUCT column's
+        fields to publish. Keyed by (the FROM alias written, or '', X), lower-cased; the value names the call."""
+        from_ = scope.args.get("from_") or scope.args.get("from")
+        items = ([from_.this] if from_ is not None else []) + [j.this for j in scope.args.get("joins") or []]
+        aliases = {(item.alias_or_name or "unnamed_subquery").lower() for item in items}
+        out: dict[tuple[str, str], str] = {}
+        for call in calls:
+            for arg in call.expressions:
+                if isinstance(arg, exp.Column) and isinstance(arg.this, exp.Star) and arg.table and (
+                        arg.args.get("db") or arg.table.lower() not in aliases):
+                    out.setdefault(((arg.db or "").lower(), arg.table.lower()), f"{call.name}(...)")
+        return out
+
+    def _struct_fields(self, scope: exp.Select, items: list[exp.Expression], structs: dict[tuple[str, str], str]
+                       ) -> dict[int, list[tuple[str, str]]]:
+        """Per FROM item (by position): the (STRUCT column, field) pairs its ``X.*`` publishes. Each X is a STRUCT
+        column of exactly one item (of the one its alias names), else an error names it; the items are bound by
+        DuckDB (nothing runs) to read their columns' types."""
+        typed = []
+        for item in items:
+            relation = self.ctx.con.sql(self._with_context(exp.select("*").from_(item.copy()), scope).sql(DIALECT))
+            typed.append(list(zip(relation.columns, relation.types)))
+        out: dict[int, list[tuple[str, str]]] = {}
+        for (alias, name), what in structs.items():
+            hits = [(i, column, kind) for i, item in enumerate(items)
+                    if not alias or (item.alias_or_name or "unnamed_subquery").lower() == alias
+                    for column, kind in typed[i] if column.lower() == name]
+            spelt = f"{alias}.{name}" if alias else name
+            if not hits:
+                raise UnknownColumnError(f"{what}: no table, alias or STRUCT column {spelt!r} in FROM")
+            if len(hits) > 1:
+                raise ArgumentError(f"{what}: {spelt!r} is a column of more than one table in FROM; qualify it with "
+                                    "a table alias (alias.column.*)")
+            i, column, kind = hits[0]
+            if kind.id != "struct":
+                raise ArgumentError(f"{what}: {spelt}.* publishes a STRUCT column's fields, and {spelt!r} is a "
+                                    f"{kind}; name it, or a table alias followed by .*")
+            out.setdefault(i, []).extend((column, field) for field, _ in kind.children)
+        return out
+
+    def _prepare_struct_source(self, scope: exp.Select, item: exp.Expression, fields: list[tuple[str, str]]
+                               ) -> _Source:
+        """A FROM item with STRUCT columns published as ``X.*``: materialized (as any derived input, rows traced to
+        their base table) with every field beside its struct as a column of its own, under a name of the planner's
+        (a field's name may be a column's too, and the query's ``*`` leaves them out): lineage gives each the role
+        of what it derives from, and the HIT shows it under the field's name."""
+        con = self.ctx.con
+        alias = item.alias_or_name or "unnamed_subquery"  # DuckDB's name for a FROM item written without one
+        added: dict[str, tuple[str, str]] = {}
+        for struct, field in dict.fromkeys(fields):
+            added[f"__crowd_field_{next(_counter)}"] = (struct, field)
+        extra = [exp.alias_(exp.Dot(this=exp.column(struct, table=alias, quoted=True),
+                                    expression=exp.to_identifier(field, quoted=True)), name, quoted=True)
+                 for name, (struct, field) in added.items()]
+        query = self._with_context(exp.select(exp.Star(), *extra).from_(item.copy()), scope)
+        bases = base_tables(con, query)
+        temp, of, refs = self._materialize(item, query, alias)
+        columns = _columns(con, temp)
+        roles = self.temp_roles[temp] = _rename_roles(self._relation_roles(None, query, columns), temp)
+        key = "except_" if "except_" in exp.Star.arg_types else "except"  # sqlglot renamed it
+        hidden = [exp.column(name, quoted=True) for name in added]
+        for node in scope.expressions:  # the query's own * and alias.* read the item as it was
+            star = node if isinstance(node, exp.Star) else (
+                node.this if isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+                and node.table.lower() == alias.lower() and not node.args.get("db") else None)
+            if star is not None:
+                star.set(key, [*(star.args.get(key) or []), *(h.copy() for h in hidden)])
+        return _Source(alias, temp, columns, roles, bases, False, of, refs, fields=added)
 
     def _prepare_source(self, scope: exp.Select, item: exp.Expression) -> _Source:
         con = self.ctx.con
@@ -518,6 +629,8 @@ class Planner:
         finally:
             con.execute(f"DROP TABLE IF EXISTS {full}").fetchall()
         item.replace(_sql.table(temp, alias))
+        if _hands_on_columns(with_refs):  # its rows are the table's, column for column: widening may read more
+            self.plain_temps.add(temp)
         return temp, of, refs
 
     def bind(self, call: exp.Anonymous) -> _BoundCall:
@@ -565,7 +678,11 @@ class Planner:
         clean = [c for c in filters if not self.has_crowd(c)]
         pushdown = self._limit_pushdown(scope, filters, clean, op.kind)
         identity = [exp.column("rowid", table=s.alias, quoted=True) for s in sources]
-        group_exprs = self._group_exprs(scope) if op.kind == "group" else []
+        # GROUPING SETS / ROLLUP / CUBE: every distinct grouping expression is projected once, each set's groups are
+        # formed from its own ones (``_run_grouping_sets``)
+        grouping = self._grouping_sets(scope, sources, what) if op.kind == "group" else None
+        group_exprs = grouping.exprs if grouping is not None else (self._group_exprs(scope) if op.kind == "group"
+                                                                    else [])
         projections: list[exp.Expression] = [exp.alias_(e, f"{_ID}{i}", quoted=True) for i, e in enumerate(identity)]
         rows_of = _rows_of(published, qi, sources)
         if rows_of is not None and rows_of.column is not None and rows_of.refs is None:  # a base table's own rows
@@ -589,6 +706,7 @@ class Planner:
         query.set("from_", (scope.args.get("from_") or scope.args.get("from")).copy())
         if scope.args.get("joins"):
             query.set("joins", [j.copy() for j in scope.args["joins"]])
+        every_row = query.copy()  # (the rows the statement could reach: widening fetches from them)
         if clean:
             query = query.where(exp.and_(*[c.copy() for c in clean]), copy=False)
         if pushdown:
@@ -601,25 +719,33 @@ class Planner:
         query = self._with_context(query, scope)
         frame = self._execute_df(query)
         published, qi = self._verified(published, qi, withheld, sources, frame, what)
+        if rows_of is not None and rows_of.column is not None and qi and len(sources) == 1 and grouping is None:
+            frame, rows_of = self._widened(frame, every_row, scope, sources[0], rows_of, int(definition.k))
 
         names = [n for n, _ in published]
         frame = frame.reset_index(drop=True)
         frame.insert(0, ROW_ID, np.arange(len(frame)))
-        if op.kind == "group":
+        if op.kind == "group" and grouping is None:
             keys = frame[[f"{_GROUP}{i}" for i in range(len(group_exprs))]]
-            frame[GROUP_ID] = (pd.MultiIndex.from_frame(keys).factorize()[0] if len(group_exprs)
+            if WIDENED in frame:  # rows shown only to keep classes whole form groups of their own (answers unused)
+                keys = keys.assign(**{WIDENED: frame[WIDENED].to_numpy(dtype=bool)})
+            frame[GROUP_ID] = (pd.MultiIndex.from_frame(keys).factorize()[0] if keys.shape[1]
                                else np.zeros(len(frame), dtype=np.int64))
-            if KEY not in frame:
-                frame[KEY] = frame[f"{_ID}0"]
+        if op.kind == "group" and KEY not in frame:
+            frame[KEY] = frame[f"{_ID}0"]
         # issue 24: the answer domain is the definition's list or the whole stored ground-truth column's values
         definition = selection.with_answer_domain(self.ctx.con, definition, call, TRUTH in frame, what)
         human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
                            rows_of=rows_of,
                            kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
                            budget=named.get("budget"), seed=named.get("seed"), withheld=withheld,
-                           shared=self._shared(frame, [n for n in names if n in qi], group_exprs, sources, what))
+                           shared=[] if grouping is not None else
+                           self._shared(frame, [n for n in names if n in qi], group_exprs, sources, what))
         # in explain() every estimated human operator's answers are NULL (spliced below), so once one has been estimated
         # a later input may be empty only because it filters or joins on those answers
+        if grouping is not None and not (self.estimating and frame.empty and self.ctx.plans):
+            self._run_grouping_sets(scope, call, human, grouping, sources, what)
+            return
         if self.estimating and frame.empty and self.ctx.plans:
             self.ctx.plans.append(OperatorPlan(
                 operator=op.name, kind=op.kind, input_rows=0, items=0, cached_items=0, hits=0, assignments=0,
@@ -634,7 +760,79 @@ class Planner:
         if answers is None:  # explain(): splice a typed NULL so outer operators can still be estimated
             call.replace(answer_column(call, exp.cast(exp.null(), "VARCHAR")))
             return
+        if WIDENED in frame:  # rows shown only to keep joint classes whole: their answers are not the query's
+            frame = frame[~frame[WIDENED].to_numpy(dtype=bool)]
         self._splice(scope, call, op.kind, frame, answers, sources, group_exprs, pushdown)
+
+    def _widened_input(self, rows: TableInput, query: exp.Query, table: str, named: dict[str, Any]) -> TableInput:
+        """ANONYMIZE's input and the rows of ``table`` that keep the joint classes it touches whole (``serve.widening``,
+        as ``_widened`` for a crowd call): released with it, in their classes, so that no earlier class is split into
+        a part below k. Only when the query hands on the table's columns as they are (its rows are then read from the
+        table itself); else the input as it is, and the guard decides."""
+        k = named.get("k", 10)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            return rows  # (ANONYMIZE reports the bad k)
+        classes = composition.joint_classes(self.ctx.con, table, rows.row_refs)
+        extra = serve.widening(rows.row_refs, classes, k) if not classes.empty else np.zeros(0, dtype=np.int64)
+        relation = identity.of_key(self.ctx.con, table) if len(extra) else None
+        if relation is None or relation.view or not _hands_on_columns(query):
+            return rows
+        alias = "__crowd_w"
+        stored = exp.select(exp.Star()).from_(relation.ref(alias))
+        if [c.lower() for c in rows.columns] != [c.lower() for c in self.ctx.con.sql(stored.sql(DIALECT)).columns]:
+            return rows
+        ref = row_identity(self.ctx.con, table, alias)
+        wider = exp.union(
+            exp.select("*").from_(query.subquery(_sql.identifier("__crowd_asked"))),
+            stored.select(exp.alias_(ref, ROW_REF, quoted=True)).where(exp.In(
+                this=ref.copy(), query=exp.Subquery(this=exp.select("row_ref").from_(_sql.table("__crowd_widen"))))),
+            distinct=False)
+        with registered(self.ctx.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
+            out = self._input(wider)
+        out.widened = len(extra)
+        return out
+
+    def _widened(self, frame: pd.DataFrame, every_row: exp.Select, scope: exp.Select, source: _Source,
+                 rows_of: RowsOf, k: int) -> tuple[pd.DataFrame, RowsOf]:
+        """``frame`` and the rows of its table that keep the joint classes it touches whole (``serve.widening``: a
+        part of an earlier class below k, shown or left out, is what a worker who links releases tells apart): the
+        same columns, marked ``WIDENED`` (shown; their answers are not the query's), read from the same FROM (a base
+        table) or from the table a materialized source is the rows and columns of (then each row's identity moves
+        to ``_REF``). Else ``frame`` as it is, and the guard decides."""
+        if frame.empty:
+            return frame, rows_of
+        identities = rows_of.identities(frame).astype(np.int64)
+        classes = composition.joint_classes(self.ctx.con, rows_of.tables[0], identities)
+        extra = serve.widening(identities, classes, k) if not classes.empty else np.zeros(0, dtype=np.int64)
+        if not len(extra):
+            return frame, rows_of
+        wanted = exp.Subquery(this=exp.select("row_ref").from_(_sql.table("__crowd_widen")))
+        if source.base:
+            ref = row_identity(self.ctx.con, source.table, source.alias)
+            query = every_row.where(exp.In(this=ref, query=wanted), copy=False)
+        else:
+            relation = identity.of_key(self.ctx.con, rows_of.tables[0])
+            if source.table not in self.plain_temps or relation is None or relation.view or source.fields:
+                return frame, rows_of
+            stored = {c.lower(): c for c in _columns(self.ctx.con, relation.ref())}
+            if any(c.lower() not in stored for c in source.columns):
+                return frame, rows_of
+            alias = "__crowd_w"
+            ref = row_identity(self.ctx.con, rows_of.tables[0], alias)
+            read = exp.select(*(exp.alias_(exp.column(stored[c.lower()], table=alias, quoted=True), c, quoted=True)
+                                for c in source.columns), exp.alias_(ref, _REF, quoted=True)).from_(
+                relation.ref(alias)).where(exp.In(this=ref.copy(), query=wanted))
+            with registered(self.ctx.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
+                temp = self._temp_table("wide", query=read)
+            query = every_row.select(exp.alias_(exp.column(_REF, table=source.alias, quoted=True), _REF, quoted=True),
+                                     copy=False)
+            query.set("from_", exp.From(this=_sql.table(temp, source.alias)))
+            frame = frame.assign(**{_REF: identities})
+            rows_of = RowsOf(rows_of.tables, _REF)
+        with registered(self.ctx.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
+            wider = self._execute_df(self._with_context(query, scope))
+        return (pd.concat([frame.assign(**{WIDENED: False}), wider.assign(**{WIDENED: True})], ignore_index=True),
+                rows_of)
 
     def _splice(self, scope: exp.Select, call: exp.Anonymous, kind: str, frame: pd.DataFrame, answers: pd.DataFrame,
                 sources: list[_Source], group_exprs: list[exp.Expression], pushdown: bool) -> None:
@@ -677,6 +875,113 @@ class Planner:
             if isinstance(star, exp.Star):
                 star.set(key, [*(star.args.get(key) or []), *hidden])
 
+    def _run_grouping_sets(self, scope: exp.Select, call: exp.Anonymous, human: HumanInput, grouping: _GroupingSets,
+                           sources: list[_Source], what: str) -> None:
+        """A group operator over GROUPING SETS (ROLLUP, CUBE): it picks one row per group of every set, a row being in
+        one group per set. One run per set (sets whose groups are the same rows share one), each over every input row
+        once with that set's groups; the answers are spliced in by each output row's set (GROUPING()) and key.
+
+        Privacy: a HIT shows one group's rows, so the quasi-identifiers a group shares are generalized per group
+        (``_shared``); every run is one release of the same rows, and the guard of k-anonymity across releases would
+        refuse a second one with other boxes. So all runs publish the same boxes: the same rows, columns and k, and
+        one list of shared quasi-identifiers, which must then be every set's (a set sharing none is fine: its rows
+        are not intersected). Sets sharing different ones are refused before anything is published."""
+        frame = human.frame
+        runs: list[tuple[np.ndarray, list[tuple[int, ...]]]] = []  # a partition of the rows, and the sets it answers
+        for members in grouping.sets:
+            columns = [f"{_GROUP}{i}" for i in members]
+            gid = np.asarray(pd.MultiIndex.from_frame(frame[columns]).factorize()[0] if columns and len(frame)
+                             else np.zeros(len(frame)), dtype=np.int64)
+            same = next((run for run in runs if _same_partition(run[0], gid)), None)
+            if same is not None:
+                same[1].append(members)
+            else:
+                runs.append((gid, [members]))
+        qi_names = list(human.quasi_identifiers)
+        found: list[tuple[list[tuple[int, ...]], frozenset[str]]] = []
+        for gid, members_list in runs:
+            grouped = frame.assign(**{GROUP_ID: gid})
+            shared: set[str] = set()
+            for members in members_list:  # (each set's expressions are checked: one of a QI is refused)
+                shared |= set(self._shared(grouped, qi_names, [grouping.exprs[i] for i in members], sources, what))
+            found.append((members_list, frozenset(shared)))
+        distinct = {s for _, s in found if s}
+        if len(distinct) > 1:
+            sharing = "; ".join(f"{' and '.join(grouping.label(m) for m in ms)} shares {', '.join(sorted(s))}"
+                                for ms, s in found if s)
+            raise PrivacyError(
+                f"{what}: its grouping sets share different quasi-identifiers within their groups ({sharing}): a HIT "
+                "shows one group's rows together, so the quasi-identifiers a group shares are generalized per group, "
+                "and every row is shown once per set, in the same box in all of them, which can be generalized per "
+                "group for one list of quasi-identifiers only. Group every set by the same quasi-identifiers (other "
+                "columns may differ), or publish the quasi-identifiers of only one of them; nothing was published")
+        shared_list = [q for q in qi_names if distinct and q in next(iter(distinct))]
+        inputs = [dataclasses.replace(human, frame=frame.assign(**{GROUP_ID: gid}), shared=shared_list)
+                  for gid, _ in runs]
+        budget = human.budget
+        if budget is not None and len(runs) > 1 and not self.estimating:
+            # the call's budget bounds all its sets together: checked on the estimates before the first set publishes
+            before = len(self.ctx.plans)
+            total = sum(HumanOperatorRun(self.ctx, run, estimating=True).estimate().estimated_cost for run in inputs)
+            del self.ctx.plans[before:]  # (estimates, not this query's plans)
+            if total > budget + 1e-9:
+                raise BudgetExceededError(
+                    f"{human.op.name}: estimated cost ${total:,.2f} of its {len(runs)} grouping sets exceeds the "
+                    f"budget ${budget:,.2f}; nothing was published")
+        spent, estimated = self.ctx.spent, 0.0
+        results: list[pd.DataFrame | None] = []
+        for n, (run, (_, members_list)) in enumerate(zip(inputs, runs)):
+            if budget is not None:  # what the earlier sets left of the call's budget
+                run.budget = budget - (estimated if self.estimating else self.ctx.spent - spent)
+            if self.estimating:
+                plan, answers = HumanOperatorRun(self.ctx, run, estimating=True).estimate(), None
+            else:
+                answers, plan = HumanOperatorRun(self.ctx, run).run()
+            estimated += plan.estimated_cost
+            which = " and ".join(grouping.label(m) for m in members_list)
+            plan.note = "; ".join(filter(None, [f"grouping set {which} ({n + 1} of {len(runs)})"
+                                                + (": the same groups" if len(members_list) > 1 else ""), plan.note]))
+            results.append(answers)
+        if self.estimating:  # explain(): a typed NULL, as for any estimated operator
+            call.replace(answer_column(call, exp.cast(exp.null(), "VARCHAR")))
+            return
+        parts = []
+        for (gid, members_list), answers in zip(runs, results):
+            firsts = np.flatnonzero(~pd.Series(gid).duplicated().to_numpy())  # a row of each group: its key values
+            chosen = pd.DataFrame({GROUP_ID: gid[firsts], ROW_ID: firsts}).merge(
+                answers[[GROUP_ID, _ANSWER]], on=GROUP_ID, how="inner")
+            rows = chosen[ROW_ID].to_numpy()
+            for members in members_list:
+                part = {_SET: np.full(len(rows), grouping.mask(members), dtype=np.int64)}
+                for i in range(len(grouping.exprs)):
+                    values = frame[f"{_GROUP}{i}"].iloc[rows].to_numpy(dtype=object)
+                    # a set's rows hold NULL for the expressions it does not group by, as DuckDB's output rows do
+                    part[f"{_GROUP}{i}"] = (np.where(pd.isna(frame[f"{_GROUP}{i}"].iloc[rows]).to_numpy(), None, values)
+                                            if i in members else np.full(len(rows), None, dtype=object))
+                part[_SET_ANSWER] = chosen[_ANSWER].to_numpy()
+                parts.append(pd.DataFrame(part))
+        table = pd.concat(parts, ignore_index=True)
+        temp = self._temp_table("ans", frame=table)
+        keys = [f"{_GROUP}{i}" for i in range(len(grouping.exprs))]
+        # what a query may carry on from the answers: the chosen row's key (as a plain GROUP BY's)
+        self.temp_roles[temp] = TableRoles(temp, core=(_SET, *keys), key=_SET_ANSWER)
+        alias = f"{temp}_a"
+        # a join cannot tell a set's NULL from a NULL of the data, nor give an input row one answer per set: a scalar
+        # subquery in the aggregate's output reads each output row's own (its set by GROUPING(), its key by the
+        # grouping expressions, columns qualified so that none is read from the answers)
+        exprs = [_qualified(e, sources) for e in grouping.exprs]
+        conditions: list[exp.Expression] = [
+            exp.NullSafeEQ(this=exp.column(k, table=alias, quoted=True), expression=e) for k, e in zip(keys, exprs)]
+        if exprs:
+            conditions.insert(0, exp.EQ(this=exp.column(_SET, table=alias, quoted=True),
+                                        expression=exp.func("grouping", *(e.copy() for e in exprs))))
+        lookup = exp.select(exp.column(_SET_ANSWER, table=alias, quoted=True)).from_(
+            exp.Table(this=exp.to_identifier(temp, quoted=True),
+                      alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
+        if conditions:
+            lookup = lookup.where(exp.and_(*conditions), copy=False)
+        call.replace(answer_column(call, exp.Subquery(this=lookup)))
+
     # ----------------------------------------------------------------------------------------- arguments
     def _published(self, args: list[exp.Expression], sources: list[_Source], what: str
                    ) -> tuple[list[tuple[str, exp.Expression]], set[str], dict[str, str | None], set[str],
@@ -688,13 +993,25 @@ class Planner:
         for arg in args:
             if isinstance(arg, exp.Star) or (isinstance(arg, exp.Column) and isinstance(arg.this, exp.Star)):
                 table = arg.table if isinstance(arg, exp.Column) else ""
+                qualifier = arg.db if isinstance(arg, exp.Column) else ""
                 picked = [s for s in sources if not table or s.alias.lower() == table.lower()]
-                if table and not picked:
-                    raise UnknownColumnError(f"{what}: no table or alias {table!r} in FROM")
+                if table and (qualifier or not picked):  # a STRUCT column's X.*: its fields (``_prepare_sources``)
+                    fields = [(s, c) for s in sources if not qualifier or s.alias.lower() == qualifier.lower()
+                              for c, (struct, _) in s.fields.items() if struct.lower() == table.lower()]
+                    if not fields:
+                        raise UnknownColumnError(f"{what}: no table or alias {table!r} in FROM")
+                    for s, c in fields:
+                        reason = _field_reason(s, c)
+                        if reason:
+                            withheld[s.fields[c][1]] = reason
+                        else:
+                            chosen.append((s, c))
+                    continue
                 for s in picked:
-                    allowed = _published_columns(s)
+                    allowed = self._in_declared_order(s, [c for c in _published_columns(s) if c not in s.fields])
                     chosen += [(s, c) for c in allowed]
-                    withheld.update({c: _withheld_reason(s, c) for c in s.columns if c not in allowed})
+                    withheld.update({c: _withheld_reason(s, c) for c in s.columns if c not in allowed
+                                     and c not in s.fields})
             elif isinstance(arg, exp.Column):
                 source, column = _resolve_column(arg, sources, what)
                 reason = _withheld_reason(source, column)
@@ -707,13 +1024,23 @@ class Planner:
                 chosen.append((source, column))
             else:
                 raise ArgumentError(f"{what}: publish columns by name (or *), got {arg.sql(DIALECT)!r}")
+        def shown(s: _Source, c: str) -> tuple[str, str]:
+            """The names a published column goes by in a HIT: its own, or qualified when two would be shown alike (a
+            struct's field: the field's, or struct.field)."""
+            if c in s.fields:
+                struct, field = s.fields[c]
+                return field, f"{struct}.{field}"
+            return c, f"{s.alias}.{c}"
+
         counts: dict[str, int] = {}
-        for _, c in chosen:
-            counts[c.lower()] = counts.get(c.lower(), 0) + 1
+        for s, c in chosen:
+            plain = shown(s, c)[0].lower()
+            counts[plain] = counts.get(plain, 0) + 1
         published, qi, kinds, protected = [], set(), {}, set()
         seen = set()
         for s, c in chosen:
-            name = f"{s.alias}.{c}" if counts[c.lower()] > 1 else c
+            plain, qualified = shown(s, c)
+            name = qualified if counts[plain.lower()] > 1 else plain
             if name in seen:
                 continue
             seen.add(name)
@@ -729,6 +1056,17 @@ class Planner:
                                + (f" ({because})" if because else "") + "; declare the columns workers may see as "
                                "core, or publish a quasi-identifier (it is generalized)")
         return published, qi, kinds, protected, withheld
+
+    def _in_declared_order(self, source: _Source, columns: list[str]) -> list[str]:
+        """``columns`` of a view, CTE or subquery over one table in the order that table declares its core columns
+        (the rest after them, as they come): ``*`` then publishes the same items whether the rows are read from the
+        table or through ``(SELECT * FROM adult ...) adult``, and answers on record serve either spelling."""
+        if source.base or len(source.bases) != 1:
+            return columns
+        declared = {c.lower(): i for i, c in enumerate(roles_of(self.ctx.con, source.bases[0]).core)}
+        if not declared:
+            return columns
+        return sorted(columns, key=lambda c: declared.get(c.lower(), len(declared)))
 
     def _verified(self, published: list[tuple[str, exp.Expression]], qi: set[str], withheld: dict[str, str],
                   sources: list[_Source], frame: pd.DataFrame, what: str
@@ -829,6 +1167,62 @@ class Planner:
             return []
         distinct = frame.groupby(GROUP_ID)[qi_names].nunique(dropna=False).max()
         return [q for q in qi_names if distinct[q] <= 1]
+
+    def _grouping_sets(self, scope: exp.Select, sources: list[_Source], what: str) -> _GroupingSets | None:
+        """The GROUP BY of ``scope`` expanded into its grouping sets, when it holds GROUPING SETS, ROLLUP or CUBE
+        (None: a plain GROUP BY). Elements side by side combine as DuckDB combines them (every set of one with every
+        set of the other); ordinals and select aliases are resolved; an expression is one whatever the spelling of its
+        columns (``sex``, ``people.sex``); sets of the same expressions are one set (DuckDB's rows for them are equal
+        and get equal answers)."""
+        group = scope.args.get("group")
+        if group is None:
+            return None
+        # (an older sqlglot keeps them apart from the plain expressions)
+        elements = [*group.expressions, *(n for part in ("grouping_sets", "cube", "rollup")
+                                          for n in group.args.get(part) or [])]
+        if not any(isinstance(e, (exp.GroupingSets, exp.Cube, exp.Rollup)) for e in elements):
+            return None
+        exprs: list[exp.Expression] = []
+        positions: dict[str, int] = {}
+
+        def position(node: exp.Expression) -> int:
+            if isinstance(node, exp.Literal) and not node.is_string:
+                node = scope.expressions[int(node.this) - 1].unalias().copy()
+            else:  # (in a holder: a bare alias is itself the node replaced)
+                node = self._resolve_aliases(exp.Paren(this=node.copy()), scope).this
+            key = _qualified(node, sources).sql(DIALECT)
+            if key not in positions:
+                positions[key] = len(exprs)
+                exprs.append(node)
+            return positions[key]
+
+        def one(node: exp.Expression) -> frozenset[int]:  # a set written as an expression, (a, b) or ()
+            inner = node.this if isinstance(node, exp.Paren) else node
+            return frozenset(position(e) for e in (inner.expressions if isinstance(inner, exp.Tuple) else [inner]))
+
+        def expand(node: exp.Expression) -> list[frozenset[int]]:
+            if isinstance(node, exp.GroupingSets):
+                return [s for item in node.expressions for s in expand(item)]
+            if isinstance(node, (exp.Rollup, exp.Cube)):
+                parts = [one(e) for e in node.expressions]
+                if isinstance(node, exp.Rollup):  # (a, b): (a, b), (a), ()
+                    return [frozenset().union(*parts[:n]) for n in range(len(parts), -1, -1)]
+                if len(parts) > _MAX_GROUPING_SETS.bit_length():
+                    raise ArgumentError(f"{what}: CUBE of {len(parts)} elements makes {2 ** len(parts)} grouping sets, "
+                                        f"more than {_MAX_GROUPING_SETS}; each is asked about on its own")
+                return [frozenset().union(*(p for p, on in zip(parts, bits) if on))
+                        for bits in itertools.product((True, False), repeat=len(parts))]
+            return [one(node)]
+
+        sets: list[frozenset[int]] = [frozenset()]
+        for element in elements:
+            sets = list(dict.fromkeys(a | b for a in sets for b in expand(element)))
+            if len(sets) > _MAX_GROUPING_SETS:
+                raise ArgumentError(f"{what}: its GROUP BY makes more than {_MAX_GROUPING_SETS} grouping sets; each is "
+                                    "asked about on its own (every input row once per set)")
+        if len(exprs) > 62:  # GROUPING() of them all is a BIGINT bit mask
+            raise ArgumentError(f"{what}: its grouping sets hold {len(exprs)} expressions, more than 62")
+        return _GroupingSets(exprs, [tuple(sorted(s)) for s in sets])
 
     def _group_exprs(self, scope: exp.Select) -> list[exp.Expression]:
         """The GROUP BY expressions of ``scope`` with ordinals and select aliases resolved."""
@@ -1061,10 +1455,27 @@ def _withheld_reason(source: _Source, column: str) -> str:
     if isinstance(roles, DerivedRoles) and column in roles.withheld:
         return roles.withheld[column]
     if not (roles.quasi_identifiers or roles.protected or roles.core):
-        return f"key {column} (a column named id is the key unless one is declared)" \
-            if _is_default_key(source, column) else ""
+        return (f"key {column} (a column named id is the key unless one is declared)"
+                if _is_default_key(source, column) else "")
     status = base_status(roles, column)
+    if status.level == QI and not status.star:  # ``*`` publishes the core columns; this one must be named
+        return f"quasi-identifier {identity.display(roles.table)}.{column} is not declared core"
     return status.reason if status.level == WITHHELD else ""
+
+
+def _field_reason(source: _Source, column: str) -> str:
+    """Why a STRUCT field's column (``_Source.fields``) published by ``X.*`` is withheld ('' when it may be shown):
+    as a column named by the query, a quasi-identifier is shown (generalized), anything lineage withholds is not, and
+    nor is a field named ``id`` of a relation that declares no key (the key, as a column named id is)."""
+    protected = {p.lower() for p in source.roles.protected}
+    if column.lower() in protected:
+        return _withheld_reason(source, column) or "derived from a protected column"
+    if column.lower() in {q.lower() for q in source.roles.quasi_identifiers}:
+        return ""
+    reason = _withheld_reason(source, column)
+    if not reason and source.fields[column][1].lower() == "id" and source.roles.key is None:
+        return f"key {source.fields[column][1]} (a column named id is the key unless one is declared)"
+    return reason
 
 
 def _published_columns(source: _Source) -> list[str]:
@@ -1086,6 +1497,31 @@ def _resolve_column(col: exp.Column, sources: list[_Source], what: str) -> tuple
     if len(hits) > 1:
         raise ArgumentError(f"{what}: column {col.name!r} is ambiguous; qualify it with a table alias")
     return hits[0]
+
+
+def _qualified(node: exp.Expression, sources: list[_Source]) -> exp.Expression:
+    """A copy of ``node`` with every column qualified by the one FROM item it names (how DuckDB binds it): ``sex`` and
+    ``people.sex`` are one grouping expression, and a column keeps its meaning inside a subquery over other tables.
+    A column no FROM item (or more than one) holds is left as written."""
+    holder = exp.Paren(this=node.copy())  # (a node that is itself a column is replaced inside its holder)
+    for col in list(holder.find_all(exp.Column)):
+        if isinstance(col.this, exp.Star):
+            continue
+        hits = [(s, c) for s in sources if not col.table or s.alias.lower() == col.table.lower()
+                for c in s.columns if c.lower() == col.name.lower()]
+        if len(hits) == 1 and not col.args.get("db"):
+            col.replace(exp.column(hits[0][1], table=hits[0][0].alias, quoted=True))
+    return holder.this
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Do the group ids ``a`` and ``b`` (one per row) split the rows into the same groups?"""
+    if len(a) != len(b):
+        return False
+    if not len(a):
+        return True
+    n_a, n_b = len(pd.unique(a)), len(pd.unique(b))
+    return n_a == n_b and len(pd.unique(a * (int(b.max()) + 1) + b)) == n_a
 
 
 def parse(sql: str) -> list[exp.Expression]:
@@ -1139,10 +1575,13 @@ def traced(con, query: exp.Expression) -> tuple[exp.Expression, str | None]:
 
 def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozenset[str]) -> str | None:
     """Add ``ROW_REF`` to ``select`` in place (and to the CTE definitions and inlined views it reads); returns the
-    base table, or None (then nothing was changed that the caller keeps: it works on a copy)."""
-    if not isinstance(select, exp.Select) or any(select.args.get(part) for part in _NOT_ROW_BY_ROW) \
-            or any(select.find(kind) for kind in (exp.AggFunc, exp.Window, exp.SetOperation)):
-        return None
+    base table, or None (then nothing was changed that the caller keeps: it works on a copy). A UNION ALL whose
+    branches each read the same table row by row is that table's rows (``_trace_union``)."""
+    if isinstance(select, exp.Union):
+        return _trace_union(con, select, ctes, seen)
+    if (not isinstance(select, exp.Select) or any(select.args.get(part) for part in _NOT_ROW_BY_ROW)
+            or any(e.find(exp.AggFunc, exp.Window) for e in select.expressions)):
+        return None  # (a WHERE filters rows one by one, whatever it reads; an aggregate or window in the list does not)
     with_ = select.args.get("with_") or select.args.get("with")  # sqlglot renamed it
     if with_ is not None:
         if with_.args.get("recursive"):
@@ -1184,6 +1623,34 @@ def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozense
     if table is not None and not star:  # a * over a traced relation brings ROW_REF along
         select.select(exp.alias_(ref, ROW_REF, quoted=True), copy=False)
     return table
+
+
+def _hands_on_columns(query: exp.Query) -> bool:
+    """Does every SELECT of ``query`` (outside its WHERE clauses) project ``*`` or stored columns under their own
+    names? Then its rows are the table's rows, column for column, and more of them can be read from the table."""
+    for select in query.find_all(exp.Select):
+        if select.find_ancestor(exp.Where) is not None:
+            continue
+        for e in select.expressions:
+            inner = e.this if isinstance(e, exp.Alias) else e
+            if isinstance(e, exp.Alias) and e.alias == ROW_REF:
+                continue
+            if not (isinstance(inner, exp.Star) or (isinstance(inner, exp.Column)
+                                                     and (isinstance(inner.this, exp.Star) or e.alias_or_name == inner.name))):
+                return False
+    return True
+
+
+def _trace_union(con, union: exp.Union, ctes: dict[str, exp.CTE], seen: frozenset[str]) -> str | None:
+    """``_trace`` of a UNION ALL: each branch traced, ROW_REF last in each (so it lines up by position and by name);
+    the table when every branch reads the same one. UNION (DISTINCT) merges rows, so it is not row by row."""
+    if union.args.get("distinct") or (union.args.get("with_") or union.args.get("with")) is not None:
+        return None
+    tables = {_trace(con, side.this if isinstance(side, exp.Subquery) else side, ctes, seen)
+              for side in (union.this, union.expression)}
+    if len(tables) != 1 or None in tables:
+        return None
+    return tables.pop()
 
 
 def row_identity(con, table: str, alias: str) -> exp.Expression:

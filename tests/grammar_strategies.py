@@ -75,7 +75,7 @@ class Scenario:
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 #: functions with side effects outside the statement, or whose names are not functions of a value
-_SKIP_FUNCTIONS = {"write_log", "nextval", "currval", "setseed", "getvariable", "current_setting"}
+_SKIP_FUNCTIONS = {"write_log", "nextval", "currval", "setseed"}
 
 
 def _catalog_functions() -> tuple[tuple[str, int], ...]:
@@ -287,12 +287,13 @@ def _source_select(draw, source: str, **kw) -> Snippet:
 def create_table_as(draw, names: Names) -> Step:
     """CREATE [TEMP] TABLE ... AS, under a new name, a temp shadow of the canary, another schema or an attached
     database (optionally USEd)."""
-    where = draw(st.sampled_from(("new", "quoted", "temp_shadow", "schema", "attached", "attached_use",
+    where = draw(st.sampled_from(("new", "temp_new", "quoted", "temp_shadow", "schema", "attached", "attached_use",
                                   "rename_original")))
     body = _source_select(draw, draw(canary_name) if where != "rename_original" else "canary_old")
     pre: tuple[str, ...] = ()
-    if where == "new":
-        name, stmt = "t_copy", f"CREATE OR REPLACE TABLE t_copy AS {body.sql}"
+    if where in ("new", "temp_new"):
+        temp = "TEMP " if where == "temp_new" else ""
+        name, stmt = "t_copy", f"CREATE OR REPLACE {temp}TABLE t_copy AS {body.sql}"
     elif where == "quoted":
         name, stmt = '"T_Copy"', f'CREATE OR REPLACE TABLE main."T_Copy" AS {body.sql}'
     elif where == "temp_shadow":

@@ -18,12 +18,6 @@ EXAMPLES = ROOT / "examples"
 PY = sorted(EXAMPLES.glob("*.py"))
 SQL = sorted(EXAMPLES.glob("*.sql"))
 
-# Issue 25 (the ledger serves a working day): the getcandidate step asks about people the getposition step showed
-# in other boxes, and the guard refuses it. Strict: the day the ledger serves it, these xfails fail and go.
-LEDGER_REFUSAL = pytest.mark.xfail(strict=True, reason="issue 25: the privacy guard refuses the getcandidate step "
-                                   "(PrivacyError: this release would let a worker who links releases narrow ...)")
-
-
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600)
 
@@ -33,7 +27,6 @@ def test_every_example_is_tested():
     assert [p.name for p in SQL] == ["job_recommendation.sql"]
 
 
-@LEDGER_REFUSAL
 @pytest.mark.parametrize("script", PY, ids=lambda p: p.name)
 def test_python_example_runs(script, tmp_path):
     out = run([sys.executable, str(script), str(tmp_path / "jobs.duckdb")], tmp_path)
@@ -60,7 +53,6 @@ def test_sql_example_on_a_database_holding_adult(script, tmp_path):
         assert roles == 11  # the file's INSERT INTO crowddb_columns
 
 
-@LEDGER_REFUSAL
 @pytest.mark.parametrize("script", SQL, ids=lambda p: p.name)
 def test_sql_example_after_the_python_one(script, tmp_path):
     db_path = tmp_path / "jobs.duckdb"

@@ -236,6 +236,15 @@ def check_example(ex: Example, scenario: gs.Scenario) -> None:
         jobs = [j for j in gs.JOBS if j in folded]
         if jobs:
             problems.append(f"a ground-truth value {jobs} reached workers ({where}): {text[:160]!r}")
+    for b, batch in enumerate(ex.crowd.batches):  # each example makes one crowd release: its classes hold k rows
+        items = batch["items"]
+        qis = [c for c in items.columns if str(c).casefold() in gs.QUASI_IDENTIFIERS]
+        if qis and len(items):
+            sizes = items[qis].astype(str).value_counts()
+            if sizes.min() < gs.K:
+                problems.append(f"batch {b} published {int((sizes < gs.K).sum())} class(es) over {qis} with fewer "
+                                f"than k={gs.K} items (smallest {int(sizes.min())}): e.g. "
+                                f"{dict(sizes[sizes < gs.K].head(3))}")
     if scenario.kind == "anonymize" and ex.release is not None and len(ex.release):
         if ex.ledger_after <= ex.ledger_before:
             problems.append(f"ANONYMIZE returned {len(ex.release)} rows, but crowddb_ledger has no new release "

@@ -24,6 +24,7 @@ ROLES = {"quasi_identifiers": ["age", "sex", "zip"], "sensitive": ["salary"], "g
 FIRST_60 = "(SELECT * FROM people LIMIT 60) people"
 AFTER_60 = "(SELECT * FROM people OFFSET 60) people"
 AFTER_30 = "(SELECT * FROM people OFFSET 30) people"
+OTHER = "['teacher', 'driver', 'clerk', 'nurse']"  # another answer domain: another question, nothing on record
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def db():
 
 def state(db) -> dict:
     """What was published and paid, and what the ledger holds."""
-    one = lambda q: db.sql(q).fetchall()  # noqa: E731
+    one = lambda q: db.sql(q).fetchall()
     return {"hits": one("SELECT count(*) FROM crowddb_hits"), "items": one("SELECT count(*) FROM crowddb_hit_items"),
             "paid": one("SELECT count(*), coalesce(sum(reward), 0) FROM crowddb_payments"),
             "runs": one("SELECT run_id, status FROM crowddb_runs ORDER BY run_id"),
@@ -53,20 +54,24 @@ def ledger(db, release: str) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------------------------------- refusals
-def test_a_subset_of_an_earlier_release_is_refused_before_anything_is_published(db):
-    db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+def test_a_subset_asked_again_at_a_larger_k_is_served_from_the_record(db):
+    """Issue 25: every item of the subset is on record (its rows in their earlier boxes), so nothing is shown again
+    and the larger k needs no new release; before, this was refused."""
+    first = db.sql("SELECT id, getposition(*, k := 10) AS p FROM people ORDER BY id").df()
     before = state(db)
     assert before["ledger"] == [("run:1", 120)]
-    with pytest.raises(PrivacyError, match=r"k-anonymity of run:1 .*Run it over the same rows, k and anonymizer"):
-        db.sql("SELECT id, getposition(*, k := 20) FROM people WHERE age < 40").df()
-    assert state(db) == before  # nothing posted, paid or recorded; the refused run left no row
+    again = db.sql("SELECT id, getposition(*, k := 20) AS p FROM people WHERE age < 40 ORDER BY id").df()
+    young = db.sql("SELECT id FROM people WHERE age < 40").df()["id"]
+    pd.testing.assert_frame_equal(again, first[first["id"].isin(young)].reset_index(drop=True))
+    after = state(db)
+    assert (after["paid"], after["ledger"], after["posted"]) == (before["paid"], before["ledger"], before["posted"])
 
 
 def test_nested_partitions_are_accepted_with_the_smaller_k_promised(db):
     """Mondrian's k=20 classes over the same rows are unions of its k=5 classes (the same median cuts, stopped
     earlier), so a worker who intersects them learns the k=5 classes: at least 5 rows, the smaller k promised."""
     db.sql("SELECT id, getposition(*, k := 5) FROM people").df()
-    db.sql("SELECT id, getposition(*, k := 20) FROM people").df()
+    db.sql(f"SELECT id, getposition(*, k := 20, domain := {OTHER}) FROM people").df()  # another question
     fine, coarse = ledger(db, "run:1"), ledger(db, "run:2")
     pairs = fine.merge(coarse, on="row_ref", suffixes=("_5", "_20"))
     assert len(pairs) == 120
@@ -74,12 +79,15 @@ def test_nested_partitions_are_accepted_with_the_smaller_k_promised(db):
     assert pairs.groupby("box_5").size().min() >= 5 and pairs.groupby("box_20").size().min() >= 20
 
 
-def test_a_subset_with_a_larger_k_is_refused(db):
-    """A subset of the rows with a larger k than they were shown with: generalized anew, its boxes cross the first
-    release's, and the rows it leaves out of each earlier class are told apart from the ones it shows."""
+def test_another_question_about_a_subset_with_a_larger_k_keeps_the_earlier_classes_whole(db):
+    """A subset of the rows with a larger k and another question: generalized anew, its boxes would cross the first
+    release's and the rows it leaves out of each earlier class would be told apart, so (issue 25) the earlier classes
+    it touches are shown whole, merged until each holds k; before, this was refused."""
     db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
-    with pytest.raises(PrivacyError, match="run:1"):
-        db.sql(f"SELECT id, getposition(*, k := 20) FROM {AFTER_30}").df()
+    out = db.sql(f"SELECT id, getposition(*, k := 20, domain := {OTHER}) AS p FROM {AFTER_30}").df()
+    assert len(out) == 90 and out["p"].notna().all()
+    second = ledger(db, "run:2")
+    assert len(second) >= 90 and second.groupby("box").size().min() >= 20
 
 
 def test_a_subset_is_shown_in_its_earlier_boxes_and_served_from_the_answers_on_record(db):
@@ -93,16 +101,24 @@ def test_a_subset_is_shown_in_its_earlier_boxes_and_served_from_the_answers_on_r
     expected = first[(first["id"] > 30) & first["id"].isin(db.sql("SELECT id FROM people WHERE age < 50").df()["id"])]
     pd.testing.assert_frame_equal(again, expected.reset_index(drop=True))
     assert state(db)["posted"] == before["posted"] and state(db)["ledger"] == before["ledger"]
-    with pytest.raises(PrivacyError, match="run:1"):  # another operator over the subset: new items, refused
-        db.register_udf({"name": "gethobby", "kind": "tuple", "question": "Hobby?", "domain": ["chess", "golf"]})
-        db.sql(f"SELECT id, gethobby(*, k := 10) FROM {AFTER_30}").df()
+    # another operator over the subset: new items, shown with the rest of each earlier class it touches (issue 25)
+    db.register_udf({"name": "gethobby", "kind": "tuple", "question": "Hobby?", "domain": ["chess", "golf"]})
+    assert len(db.sql(f"SELECT id, gethobby(*, k := 10) FROM {AFTER_30}").df()) == 90
+    assert "widened to whole classes" in db.last_plan.operators[0].note
 
 
-def test_other_quasi_identifier_boxes_of_the_same_rows_are_refused(db):
-    db.sql("SELECT * FROM ANONYMIZE(people, k := 10)").fetchall()
-    with pytest.raises(PrivacyError, match=r"k-anonymity of release:1 "):
-        db.sql("SELECT * FROM ANONYMIZE(people, k := 10, method := 'datafly')").fetchall()
-    assert [r for (r,) in db.sql("SELECT release_id FROM crowddb_releases").fetchall()] == [1]  # not recorded
+def test_another_method_over_the_same_rows_is_served_in_the_earlier_boxes(db):
+    # every row was shown by release:1 at this k: they are shown in its boxes again (Datafly's full-domain cut would
+    # cross them), which a worker who saw release:1 learns nothing from; the report says so and why
+    first = db.sql("SELECT * FROM ANONYMIZE(people, k := 10, keep_key := true) ORDER BY id").df()
+    second = db.sql("SELECT * FROM ANONYMIZE(people, k := 10, method := 'datafly', keep_key := true) ORDER BY id").df()
+    report = db.last_report[0]
+    assert report["method"] == "served"
+    assert report["served"] == "every row was shown before: in the boxes of release:1 again"
+    assert report["served_because"] == "every row was shown before over these quasi-identifiers at this k or more"
+    pd.testing.assert_frame_equal(first, second)
+    assert db.sql("SELECT release, repeats FROM crowddb_ledger ORDER BY release").fetchall() == [
+        ("release:1", None), ("release:2", "release:1")]
 
 
 # ----------------------------------------------------------------------------------------------------- accepted
@@ -170,16 +186,17 @@ def test_the_ledger_survives_reopening_and_still_guards(tmp_path):
         db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
     with crowddb.connect(path, seed=3, progress=False) as db:
         assert db.sql("SELECT count(*) FROM crowddb_published").fetchall() == [(120,)]
-        with pytest.raises(PrivacyError, match="run:1"):
-            db.sql("SELECT id, getposition(*, k := 20) FROM people WHERE age > 30").df()
+        plan = db.explain(f"SELECT id, getposition(*, k := 20, domain := {OTHER}) FROM people WHERE age > 30")
+        assert "rows shown before (run:1) kept in their joint classes" in plan.operators[0].note
 
 
 def test_a_run_that_never_reached_the_platform_leaves_the_ledger(db):
     from crowddb.store import Store
 
     db.sql("SELECT id, getposition(*, k := 5) FROM people").df()
-    db.sql("SELECT id, getposition(*, k := 20) FROM people").df()  # nested: accepted
+    db.sql(f"SELECT id, getposition(*, k := 20, domain := {OTHER}) FROM people").df()  # k=5 classes merged
     hits = [h for (h,) in db.sql("SELECT hit_id FROM crowddb_hits WHERE run_id = 2").fetchall()]
+    assert hits and state(db)["ledger"] == [("run:1", 120), ("run:2", 120)]
     db.con.execute("UPDATE crowddb_hits SET status = 'publishing' WHERE run_id = 2").fetchall()  # killed before publish
     Store(db.con).drop_unposted(hits)
     assert state(db)["ledger"] == [("run:1", 120)]
@@ -221,7 +238,8 @@ def test_an_untraceable_first_release_blocks_later_ones(db):
     ("SELECT sex, count(*) FROM people GROUP BY sex", None),
     ("SELECT DISTINCT zip FROM people", None),
     ("SELECT id, rank() OVER (ORDER BY age) FROM people", None),
-    ("SELECT id FROM people UNION ALL SELECT id FROM people", None),
+    ("SELECT id FROM people WHERE age < 30 UNION ALL SELECT id FROM people WHERE age > 50", "people"),  # issue 25
+    ("SELECT id FROM people UNION SELECT id FROM people", None),
     ("WITH RECURSIVE r AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM r WHERE x < 3) SELECT * FROM r", None),
 ])
 def test_traced_gives_each_row_its_base_identity_and_leaves_the_rows_alone(db, query, table):
@@ -262,18 +280,18 @@ def test_a_table_without_a_key_ties_rows_by_rowid_and_a_duplicate_key_is_refused
     assert sorted(ledger(db, "run:1")["row_ref"]) == list(range(120))
     frame = people_frame(120)
     db.load_frame("twice", pd.concat([frame, frame[frame["id"] == 7]], ignore_index=True), **ROLES)
-    with pytest.raises(PrivacyError, match="share a key value"):
+    with pytest.raises(PrivacyError, match="rows share a key value"):
         db.sql("SELECT id, getposition(*, k := 10) FROM twice").df()
-    with pytest.raises(PrivacyError, match="share a key value"):
+    with pytest.raises(PrivacyError, match="rows share a key value"):
         db.sql("SELECT * FROM ANONYMIZE(twice, k := 10)").fetchall()
 
 
 def test_explain_says_a_query_would_be_refused_and_records_nothing(db):
     db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
     before = state(db)
-    plan = db.explain("SELECT id, getposition(*, k := 20) FROM people WHERE age < 40")
-    assert "would be refused: this release would let a worker" in str(plan)
-    assert "k-anonymity of run:1" in plan.operators[0].note
+    # a join's rows cannot be tied to the table's: no safe release exists while the table has one on record
+    plan = db.explain("SELECT p.id, getposition(p.*, k := 10) FROM people p JOIN people q ON p.zip = q.zip")
+    assert "would be refused: " in str(plan)
     assert "would be refused" not in str(db.explain("SELECT id, getposition(*, k := 10) FROM people"))  # a rerun
     assert state(db) == before
 
@@ -304,7 +322,7 @@ def test_planned_keeps_each_row_once_with_its_first_box():
     from crowddb.store.composition import planned
 
     by_row = planned(np.array([7, 3, 7, 5]), np.array(["a", "b", "c", "b"], dtype=object))
-    pairs = lambda p: [(r, p.boxes.column("box")[b].as_py())  # noqa: E731
+    pairs = lambda p: [(r, p.boxes.column("box")[b].as_py())
                        for r, b in zip(p.rows.column("row_ref").to_pylist(), p.rows.column("box_id").to_pylist())]
     assert pairs(by_row) == [(7, "a"), (3, "b"), (5, "b")] and len(by_row) == 3
     by_class = planned(np.array([7, 3, 7, 5]), np.array(["a", "b"], dtype=object), np.array([0, 1, 1, 1]))
@@ -332,8 +350,9 @@ def test_a_repeat_of_a_release_is_recorded_by_reference(db):
     assert db.sql("SELECT release, repeats FROM crowddb_ledger ORDER BY release").fetchall() == [
         ("release:1", None), ("release:2", "release:1")]
     assert state(db)["ledger"] == [("release:1", 120)]
-    with pytest.raises(PrivacyError, match="release:1"):
-        db.sql("SELECT * FROM ANONYMIZE((SELECT * FROM people WHERE id > 1), k := 10)").fetchall()
+    # all rows but one (issue 25): the one left out would be told apart, so its class is released whole
+    widened = db.sql("SELECT * FROM ANONYMIZE((SELECT * FROM people WHERE id > 1), k := 10)").df()
+    assert len(widened) == 120 and db.last_plan.reports[0]["widened"] == 1
 
 
 def test_two_connections_racing_crossing_releases_never_both_publish(tmp_path):
@@ -386,8 +405,8 @@ def test_plain_sql_cannot_rewrite_the_ledger(db, statement):
 
 def test_the_privacy_report_lists_the_k_anonymous_releases_and_the_smallest_joint_class(db):
     db.sql("SELECT id, getposition(*, k := 5) FROM people").df()
-    db.sql("SELECT id, getposition(*, k := 20) FROM people").df()
-    db.sql("SELECT * FROM ANONYMIZE(people, k := 20)").fetchall()  # Mondrian's k=20 partition again: a repeat
+    db.sql(f"SELECT id, getposition(*, k := 20, domain := {OTHER}) FROM people").df()  # k=5 classes merged
+    db.sql("SELECT * FROM ANONYMIZE(people, k := 20)").fetchall()  # run 2's partition again: a repeat
     report = db.privacy_report("people")
     kanon = report[report["kind"] == "k-anonymity"]
     got = kanon[["ledger_release", "k", "rows", "repeats"]].astype(object)
@@ -415,15 +434,19 @@ def test_the_ledger_still_names_the_same_rows_after_deletes_and_a_checkpoint(tmp
         assert set(by_ref(db, "big").index) <= shown  # every row still there is named by the ledger as itself
 
 
-def test_fka_over_rows_shown_before_is_refused_before_it_buys_samples(db):
+def test_fka_over_rows_partly_shown_before_keeps_their_boxes_and_anonymizes_only_the_new_ones(db):
     db.sql(f"SELECT id, getposition(*, k := 10) FROM {FIRST_60}").df()
-    before = state(db)
-    with pytest.raises(PrivacyError, match=r"getposition: 60 of its 120 rows were shown by an earlier release; FKA "
-                                           r"would buy .* Nothing was bought"):
-        db.sql("SELECT id, getposition(*, k := 10, anonymizer := 'fka') FROM people").df()
-    assert state(db) == before  # no sample was posted or paid
-    db.sql(f"SELECT id, getposition(*, k := 10, anonymizer := 'fka') FROM {AFTER_60}").df()  # new rows
-    assert state(db)["posted"] > before["posted"]
+    first = ledger(db, "run:1").set_index("row_ref")["box"]
+    items = state(db)["items"][0][0]
+    answer = db.sql("SELECT id, getposition(*, k := 10, anonymizer := 'fka') AS p FROM people").df()
+    assert answer["p"].notna().sum() == 120
+    # the rows shown before are shown in their boxes again: the same items, served from the answers on record, so
+    # run:2 publishes only the 60 new rows (and FKA's samples of them), in classes of their own of k each
+    new = ledger(db, "run:2").set_index("row_ref")["box"]
+    assert sorted(new.index) == sorted(set(by_ref(db).index) - set(first.index))
+    assert new.value_counts().min() >= 10
+    assert not set(new) & set(first)  # no new row was put in an earlier box
+    assert state(db)["items"][0][0] > items + 60  # FKA asked about synthetic samples of the new rows too
 
 
 def test_has_releases_and_shown_before_read_the_ledger(db):

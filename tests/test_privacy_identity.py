@@ -53,20 +53,29 @@ def test_a_same_named_table_elsewhere_leaves_the_roles_alone(db, setup):
     assert leaked_protected(published_items(db), people_frame(120), ["salary", "job"], "id") == []
 
 
+OTHER = "domain := ['teacher', 'driver', 'clerk', 'nurse']"  # another question: nothing on record serves it
+
+
+def served(db, query: str) -> str:
+    """How explain() says ``query`` is served around earlier releases (its operator's privacy note)."""
+    return db.explain(query).operators[0].note
+
+
 @pytest.mark.parametrize("spelling", ["people", "main.people", "memory.main.people", "memory.people",
                                       "(SELECT * FROM main.people)"])
 def test_every_spelling_reaches_the_same_ledger(db, spelling):
     ask(db, "people", k=10)
-    with pytest.raises(PrivacyError, match="k-anonymity of run:1"):  # other boxes over the same people
-        db.sql(f"SELECT id, getposition(*, k := 30, assignments := 1) AS job FROM {spelling} WHERE age < 50")
+    # other boxes over the same people: planned around run 1's classes (issue 25: served, where it was refused)
+    assert "(run:1) kept in their joint classes" in served(
+        db, f"SELECT id, getposition(*, k := 30, assignments := 1, {OTHER}) AS job FROM {spelling} WHERE age < 50")
 
 
 def test_a_renamed_table_keeps_its_ledger(db):
     ask(db, "people", k=10)
     db.sql("ALTER TABLE people RENAME TO persons")
     assert db.sql("SELECT root FROM crowddb_ledger_links WHERE table_name = 'persons'").fetchall() == [("people",)]
-    with pytest.raises(PrivacyError, match="k-anonymity of run:1"):
-        db.sql("SELECT id, getposition(*, k := 30, assignments := 1) AS job FROM persons WHERE age < 50")
+    assert "(run:1) kept in their joint classes" in served(
+        db, f"SELECT id, getposition(*, k := 30, assignments := 1, {OTHER}) AS job FROM persons WHERE age < 50")
     assert db.privacy_report("persons")["ledger_release"].tolist() == ["run:1"]
 
 
@@ -79,8 +88,8 @@ def test_a_copy_that_carries_the_key_shares_the_ledger(db, copy):
     ask(db, "people", k=10)
     for statement in copy:
         db.sql(statement)
-    with pytest.raises(PrivacyError, match="k-anonymity of run:1"):
-        db.sql("SELECT getposition(*, k := 30, assignments := 1) AS job FROM copy WHERE age < 50")
+    assert "(run:1) kept in their joint classes" in served(
+        db, f"SELECT getposition(*, k := 30, assignments := 1, {OTHER}) AS job FROM copy WHERE age < 50")
 
 
 def test_a_copy_without_the_key_cannot_be_released(db):

@@ -5,3 +5,4 @@ GROUP_ID = "__crowd_group"  # group number (group operators)
 TRUTH = "__crowd_truth"     # hidden ground truth (never published; the simulated crowd's knowledge)
 GOLD = "__crowd_gold"       # known answers for gold questions from a table the requester names (never published)
 KEY = "__crowd_key"         # the value a group operator returns for the chosen row
+WIDENED = "__crowd_widened"  # a row shown only to keep earlier joint classes whole (privacy.serve.widening)

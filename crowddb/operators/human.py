@@ -22,10 +22,11 @@ from tqdm.auto import tqdm
 
 from ..crowd import KnowledgeBase
 from ..errors import ArgumentError, EmptyInputError, PrivacyError
+from ..privacy import serve
 from ..store import composition
 from ..udf import HumanOperator
 from .aggregate import accuracy_range, aggregate, tournament
-from .columns import GROUP_ID, KEY, ROW_ID, TRUTH
+from .columns import GROUP_ID, KEY, ROW_ID, TRUTH, WIDENED
 from .context import OperatorContext
 from .packing import Shuffle, group_round_items, later_round_hits, signature, tuple_items
 from .publishing import Publisher, answer_domain, knowledge, render
@@ -130,7 +131,9 @@ class HumanOperatorRun:
         self.shuffle = Shuffle(self.signature, call.seed if call.seed is not None else ctx.seed, self.rng)
         self.publisher = Publisher(call, estimating=estimating, signature=self.signature, rng=self.rng,
                                    connection_seed=ctx.seed, buy=self._buy_tuples, domain=self.domain,
-                                   recorded=self._recorded, shown_before=self._shown_before)
+                                   served=self._served, shown_before=self._shown_before)
+        self._any_k = False  # serve rows shown before in earlier boxes of any k (``_plan_call``)
+        self._last_served: serve.Served | None = None
         self.plan: OperatorPlan | None = None  # a run that failed while FKA bought its samples has no plan yet
         self.metrics: dict[str, Any] | None = None
 
@@ -156,10 +159,30 @@ class HumanOperatorRun:
             raise
 
     def _plan_call(self):
-        """The release, the round-1 items and HITs (against the cache) and the plan; the plan is on record in ctx."""
+        """The release, the round-1 items and HITs (against the cache) and the plan; the plan is on record in ctx.
+
+        Rows shown before are first put in their earlier boxes whatever k those had: when every item is then on
+        record, nothing is shown again and the answers on record serve (money first); else the release is planned
+        at this k (``crowddb.privacy.serve``)."""
+        # first the asked rows alone, in earlier boxes of any k: when every item is on record nothing is shown, so
+        # neither a larger k nor the rows widening added (to keep classes whole) is needed
+        whole = self.call.frame
+        widened = whole[WIDENED].to_numpy(dtype=bool) if WIDENED in whole else np.zeros(len(whole), dtype=bool)
+        self._any_k = self.op.kind == "tuple"
+        self._last_served = None
+        if self.op.anonymizer == "fka":  # FKA buys its samples as it anonymizes: one release, planned once
+            self._any_k, widened = False, np.zeros(len(whole), dtype=bool)
+        if widened.any():
+            self.call.frame = whole[~widened].reset_index(drop=True)
         self.shown, metrics = self._publishable()
         items = self._items(self.shown)
         cached, have, hits, layout = self.purchase.prepare(items, 1)
+        relaxed = self._last_served is not None and self._last_served.below_k
+        if len(hits) and (relaxed or widened.any()):  # the record does not hold every answer: a release at this k
+            self._any_k, self.call.frame = False, whole
+            self.shown, metrics = self._publishable()
+            items = self._items(self.shown)
+            cached, have, hits, layout = self.purchase.prepare(items, 1)
         plan = self._plan(items, have, hits, metrics)
         if self.estimating and len(hits):  # explain(): would the platform or the guard of k-anonymity refuse it?
             refusal = (self.purchase.platform_refusal(knowledge(self.call.frame, self.call.frame[self.call.published]))
@@ -196,15 +219,26 @@ class HumanOperatorRun:
         self.purchase.persist(plan, metrics)
         return result, plan
 
-    def _recorded(self) -> tuple[str, np.ndarray] | None:
-        """The newest release that showed all of this call's rows in boxes over its quasi-identifiers (a k at least
-        its own), and each row's box there; group operators always anonymize afresh (their shared columns are
-        generalized per group, which a tuple release's boxes are not)."""
+    def _served(self) -> serve.Served | None:
+        """A safe release of this call's rows when some were shown before (``crowddb.privacy.serve``): their joint
+        classes kept whole, each in one box (the earlier one where it fits, merged ones for a larger k); None when
+        no row was shown before (anonymize afresh) or the rows cannot be tied to their table."""
         call, rows_of = self.call, self.call.rows_of
-        if rows_of is None or rows_of.column is None or self.op.kind != "tuple" or call.shared:
+        if rows_of is None or rows_of.column is None:
             return None
-        return composition.recorded(self.ctx.store.con, rows_of.tables[0], rows_of.identities(call.frame),
-                                    list(call.quasi_identifiers), int(self.op.k))
+        identities = rows_of.identities(call.frame)
+        classes = composition.joint_classes(self.ctx.store.con, rows_of.tables[0], identities)
+        if classes.empty:
+            return None
+        groups = call.frame[GROUP_ID].to_numpy(dtype=np.int64) if self.op.kind == "group" else None
+        try:
+            widened = int(call.frame[WIDENED].sum()) if WIDENED in call.frame else 0
+            self._last_served = serve.plan(identities, classes, int(self.op.k),
+                                           composition.signature(call.quasi_identifiers), groups=groups,
+                                           widened=widened, any_k=self._any_k)
+            return self._last_served
+        except serve.Refused as refused:
+            raise PrivacyError(f"{self.op.name}: {refused.reason}; nothing was published. {refused.advice}") from None
 
     def _shown_before(self) -> int:
         """How many of this call's rows an earlier release showed (rows crowddb cannot tie to a table: all of them,
@@ -267,11 +301,8 @@ class HumanOperatorRun:
         notes = ["later knock-out rounds estimated without cache"] if later else []
         if estimate:
             notes.append(f"FKA sampling estimated at {estimate} synthetic tuples; NCP is Mondrian's")
-        if metrics and metrics.get("persisted_from") and metrics.get("new_rows"):
-            notes.append(f"rows shown before: in the boxes of {metrics['persisted_from']} again; "
-                         f"{metrics['new_rows']} rows new since: in classes of their own")
-        elif metrics and metrics.get("persisted_from"):
-            notes.append(f"every row was shown before: in the boxes of {metrics['persisted_from']} again")
+        if metrics and metrics.get("served"):  # rows shown before: how their joint classes are kept (privacy.serve)
+            notes.append(str(metrics["served"]))
         if publisher.fka_tuples:
             notes.append(f"FKA asked about {publisher.fka_tuples} synthetic tuples (identical ones answered once)")
         if purchase.awaited:

@@ -16,7 +16,8 @@ import pandas as pd
 
 from ..crowd import KnowledgeBase
 from ..errors import ArgumentError, PrivacyError
-from ..store.composition import BOX_SEPARATOR
+from ..privacy import serve
+from ..privacy.serve import Served
 from ..udf import HumanOperator
 from .columns import TRUTH
 
@@ -72,12 +73,12 @@ class Publisher:
 
     def __init__(self, call: HumanInput, *, estimating: bool, signature: str, rng: np.random.Generator,
                  connection_seed: int | None, buy: Buy, domain: tuple[str, ...] | None,
-                 recorded: Callable[[], tuple[str, np.ndarray] | None] | None = None,
+                 served: Callable[[], Served | None] | None = None,
                  shown_before: Callable[[], int] | None = None) -> None:
         self.call, self.op = call, call.op
         self.estimating, self.signature, self.rng, self.connection_seed = estimating, signature, rng, connection_seed
         self.buy, self.domain = buy, domain
-        self.recorded = recorded  # the boxes an earlier release showed these rows in, if it showed them all
+        self.served = served  # the safe release of these rows when some were shown before (privacy.serve)
         self.shown_before = shown_before  # how many of these rows an earlier release showed
         self.fka_estimate = 0
         self.fka_tuples = 0
@@ -91,8 +92,6 @@ class Publisher:
         if op.anonymizer == "none":
             raise PrivacyError(f"{op.name}: anonymizer 'none' is only allowed when no quasi-identifier is published; "
                                f"{call.quasi_identifiers} are quasi-identifiers")
-        from ..anonymize import anonymize  # the algorithm layer
-
         shown = self._persisted(raw)
         if shown is not None:
             return shown
@@ -101,71 +100,61 @@ class Publisher:
                 f"{op.name}: its input has {len(raw)} rows, fewer than k={int(op.k)}, so no group of k rows can hide "
                 f"them (a WHERE or LIMIT leaves the operator only the rows it asks about); ask about at least "
                 f"{int(op.k)} rows or pass a smaller k := ...")
-        options: dict[str, Any] = {}
-        method = op.anonymizer
-        if method == "fka" and self.estimating:
-            # FKA needs crowd answers; explain() shows Mondrian's release (FKA's starting point) and FKA's sampling
-            # cost: the raw samples and their cell-generalized copies, sample_ratio of the rows each
-            self.fka_estimate = 2 * max(2, round(float(op.sample_ratio) * len(raw)))
-            method = "mondrian"
-        elif method == "fka":
+        if op.anonymizer == "fka" and not self.estimating:
             shown = self.shown_before() if self.shown_before is not None else 0
-            if shown:  # refused before its samples are bought, not after (issue 15's guard would refuse round 1)
+            if shown:  # rows crowddb cannot tie to their table: refused before FKA's samples are bought, not after
                 raise PrivacyError(
                     f"{op.name}: {shown} of its {len(raw)} rows were shown by an earlier release; FKA would buy "
                     "synthetic samples for a new partition whose boxes cross the earlier ones, which the guard of "
                     "k-anonymity across releases refuses. Nothing was bought. Use anonymizer := 'mondrian' with the "
                     "earlier release's k (its boxes are shown again), or ask about rows no release has shown")
-            options.update(ask=self._fka_ask(raw), sample_ratio=float(op.sample_ratio), cell_limit=int(op.cell_limit))
-        if call.shared:  # group operators: QIs every row of a group shares are generalized per group
-            options["shared"] = list(call.shared)
-        release = anonymize(raw, list(call.quasi_identifiers), int(op.k), method=method,
-                            kinds=dict(call.kinds) or None, seed=self._anonymizer_rng(raw), **options)
+        release = self._anonymize(raw)
         table = release.table[call.published].copy()
         for col in call.published:
             if col not in call.quasi_identifiers:
                 table[col] = render(raw[col])
         return table.astype(str), release.metrics
 
-    def _persisted(self, raw: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]] | None:
-        """Rows an earlier release showed, in boxes over the same quasi-identifiers with a k at least this call's:
-        shown in those boxes again (the table's persisted partition), so a subset or a rerun shows nothing new and is
-        served from the answers on record (issue 15). Rows inserted since (no release showed them) join the
-        partition in classes of their own, of at least k new rows each (Mondrian over the new rows): the earlier
-        boxes are not cut, and a worker who links releases finds each new row among k others that, like it, are
-        in this release only. None: anonymize afresh."""
-        found = self.recorded() if self.recorded is not None else None
-        if found is None:
-            return None
-        release, boxes = found
-        names = sorted(self.call.quasi_identifiers)
-        boxes = pd.Series(boxes, dtype=object)
-        new = boxes.isna().to_numpy()  # rows no release showed: inserted since
-        parts = boxes[~new].str.split(BOX_SEPARATOR, expand=True)
-        if parts.shape[1] != len(names):  # a box printed otherwise: not ours to reuse
-            return None
-        table = raw.apply(render).astype(object)
-        for j, name in enumerate(names):
-            table.loc[~new, name] = parts[j].to_numpy(dtype=object)
-        metrics: dict[str, Any] = {"method": "persisted", "persisted_from": release}
-        if new.any():
-            if self.op.anonymizer != "mondrian":  # (ours) the new rows' classes are Mondrian's: not what was asked
-                return None
-            k = int(self.op.k)
-            if new.sum() < k:
-                raise PrivacyError(
-                    f"{self.op.name}: {int(new.sum())} of its rows were inserted after {release} showed the others, "
-                    f"fewer than k={k}: they cannot form a class of their own, and putting them in an earlier box would "
-                    f"let a worker who saw {release} tell them apart. Nothing was published. Ask again when at least "
-                    f"{k} new rows are in, or leave them out (WHERE ...)")
-            from ..anonymize import anonymize  # the algorithm layer
+    def _anonymize(self, raw: pd.DataFrame, frame: pd.DataFrame | None = None) -> Any:
+        """``raw`` anonymized afresh by the call's anonymizer (explain(): FKA estimated as Mondrian's release plus
+        the samples it would buy: the raw samples and their cell-generalized copies, sample_ratio of the rows each);
+        ``frame``: the input rows ``raw`` comes from (what the simulated crowd knows), the call's by default."""
+        from ..anonymize import anonymize  # the algorithm layer
 
-            fresh = anonymize(raw[new].reset_index(drop=True), list(self.call.quasi_identifiers), k,
-                              method="mondrian", kinds=dict(self.call.kinds) or None)
-            for name in names:
-                table.loc[new, name] = fresh.table[name].astype(str).to_numpy(dtype=object)
-            metrics.update(new_rows=int(new.sum()), new_rows_ncp=fresh.metrics.get("ncp"))
-        return table[self.call.published].astype(str), metrics
+        call, op = self.call, self.op
+        options: dict[str, Any] = {}
+        method = op.anonymizer
+        if method == "fka" and self.estimating:
+            self.fka_estimate += 2 * max(2, round(float(op.sample_ratio) * len(raw)))
+            method = "mondrian"
+        elif method == "fka":
+            options.update(ask=self._fka_ask(raw, call.frame if frame is None else frame),
+                           sample_ratio=float(op.sample_ratio), cell_limit=int(op.cell_limit))
+        if call.shared:  # group operators: QIs every row of a group shares are generalized per group
+            options["shared"] = list(call.shared)
+        return anonymize(raw, list(call.quasi_identifiers), int(op.k), method=method, kinds=dict(call.kinds) or None,
+                         seed=self._anonymizer_rng(raw), **options)
+
+    def _persisted(self, raw: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]] | None:
+        """Rows shown before, released safely (``crowddb.privacy.serve``): each joint class whole, in the box an
+        earlier release showed it in where that box fits (the table's persisted partition: the same items, served
+        from the answers on record), else in one box over its rows (merged with neighbours for a larger k, over
+        added quasi-identifiers); rows no release showed (inserted since) in classes of their own, at least k new
+        rows each (the call's anonymizer over the new rows). None: no row was shown before, anonymize afresh."""
+        served = self.served() if self.served is not None else None
+        if served is None:
+            return None
+        call = self.call
+        try:
+            shown, metrics = serve.labels(
+                served, raw, list(call.quasi_identifiers), dict(call.kinds), int(self.op.k),
+                lambda new: self._anonymize(raw[new].reset_index(drop=True), call.frame[new].reset_index(drop=True)))
+        except serve.Refused as refused:
+            raise PrivacyError(f"{self.op.name}: {refused.reason}. Nothing was published. {refused.advice}") from None
+        table = raw.apply(render).astype(object)
+        for name in shown.columns:
+            table[name] = shown[name].to_numpy(dtype=object)
+        return table[call.published].astype(str), metrics
 
     def _anonymizer_rng(self, raw: pd.DataFrame) -> np.random.Generator:
         """The anonymizer's randomness (FKA's synthetic samples): with the call's seed, the run's generator as always;
@@ -180,7 +169,7 @@ class Publisher:
         digest.update(pd.util.hash_pandas_object(raw, index=False).to_numpy().tobytes())
         return np.random.default_rng(int.from_bytes(digest.digest()[:16], "little"))
 
-    def _fka_ask(self, raw: pd.DataFrame) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    def _fka_ask(self, raw: pd.DataFrame, frame: pd.DataFrame) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         """FKA's crowd callback: publish synthetic QI boxes as paid HITs of this operator (kanon-crowd-db §4.1, §4.3).
 
         ``ask(lo, hi)`` gets boxes in the anonymizer's numeric coding; each box is shown as its range / value-set
@@ -193,7 +182,7 @@ class Publisher:
                                 "group operators")
         qis = list(self.call.quasi_identifiers)
         enc = encode(raw, qis, dict(self.call.kinds) or None)
-        known = knowledge(self.call.frame, raw[qis])
+        known = knowledge(frame, raw[qis])
         domain = pd.Index(self.domain)
 
         def ask(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -45,6 +45,8 @@ class TableInput:
     snapshot: pa.Table
     types: list[duckdb.DuckDBPyType]
     row_refs: np.ndarray | None = None  # each row's rowid in the one table it is of (privacy ledger), if it is
+    ledger_table: str | None = None  # that table, as the privacy ledger names it
+    widened: int = 0  # rows added (the last ones) to keep earlier classes whole (``Planner._widened_input``)
 
     def df(self, columns: list[str] | None = None) -> pd.DataFrame:
         """The input's rows (only ``columns``, in the input's column order, if given) as pandas."""
@@ -526,22 +528,89 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     release = anonymize(rows.df(read), qi, args["k"], method=args["method"], strict=args["strict"],
                         sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
                         hierarchies=hierarchies)
+    published = None
+    if rows.row_refs is not None:  # each row's box, as the release prints it (composition.box_text's order)
+        composition.distinct_rows("ANONYMIZE", "its input", rows.row_refs)
+        published = _published(rows.row_refs, release, qi)
+        if rows.ledger_table is not None and composition.shown_before(ctx.con, rows.ledger_table, rows.row_refs):
+            release, published = _kept_classes(ctx, rows, release, published, qi, args, kinds, seed)
     metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
     report = {"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}", "key": key,
               "key_dropped": key_dropped, "declared_quasi_identifiers": list(roles.quasi_identifiers)}
+    if rows.widened:  # issue 25: a part of an earlier class below k would tell its rows apart
+        report["widened"] = rows.widened
+        report["widened_because"] = (f"{rows.widened} row(s) the input leaves out are released with it: they share "
+                                     "classes an earlier release showed with its rows, and a part of such a class "
+                                     "below k would tell them apart")
     entry = ReleaseEntry("anonymization", args["method"], args["k"], None, None,
                          {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"],
                           "hierarchies": hierarchies, "key": key, "key_dropped": key_dropped}, metrics)
+    entry.published = published
     order = np.random.default_rng(seed).permutation(len(release.groups))
     kept = [c for c in rows.columns if not (key_dropped and c == key)]
-    if rows.row_refs is not None:  # each row's box, as the release prints it (composition.box_text's order)
-        composition.distinct_rows("ANONYMIZE", "its input", rows.row_refs)
-        names = sorted(qi)
-        per_class = pd.DataFrame({q: np.asarray([str(x) for x in release.labels[q][0]], dtype=object)[
-            release.labels[q][1]] for q in names})
-        entry.published = composition.planned(rows.row_refs, composition.box_text(per_class, names), release.pre_class,
-                                              quasi_identifiers=qi)
     return TableResult(_release_rows(rows, kept, release, order), report, entry)
+
+
+def _published(row_refs: np.ndarray, release, qi: list[str]) -> composition.Planned:
+    """The rows ``release`` publishes and each one's box (composition.box_text's order: QIs sorted by name)."""
+    names = sorted(qi)
+    per_class = pd.DataFrame({q: np.asarray([str(x) for x in release.labels[q][0]], dtype=object)[
+        release.labels[q][1]] for q in names})
+    return composition.planned(row_refs, composition.box_text(per_class, names), release.pre_class,
+                               quasi_identifiers=qi)
+
+
+def _kept_classes(ctx: OperatorContext, rows: TableInput, release, published: composition.Planned, qi: list[str],
+                  args: dict[str, Any], kinds: dict[str, str], seed) -> tuple[Any, composition.Planned]:
+    """ANONYMIZE over rows an earlier release showed: the persisted partition when every row was shown over these
+    quasi-identifiers at this k or more (each in its earlier box: nothing new is shown, issue 25); else the release
+    asked for when the guard accepts it (a partition that keeps every joint class whole); else a release that keeps
+    them whole (``privacy.serve``: merged classes for a larger k, added quasi-identifiers generalized over each
+    class, new rows anonymized alone by the method asked for), with the guard's reason in the report. l-diversity and
+    hierarchies are not kept by such a release: refused then, with the guard's reason."""
+    from ..anonymize import anonymize
+    from ..anonymize.encoding import encode
+    from ..anonymize.generalize import assemble
+    from ..privacy import serve
+
+    k = int(args["k"])
+    classes = composition.joint_classes(ctx.con, rows.ledger_table, rows.row_refs)
+    try:
+        plan = serve.plan(rows.row_refs, classes, k, composition.signature(qi))
+    except serve.Refused as no_plan:
+        plan, why_not = None, no_plan
+    guard = "every row was shown before over these quasi-identifiers at this k or more"
+    if plan is None or pd.isna(plan.boxes).any():  # not the persisted partition itself: the release asked for, if safe
+        try:
+            composition.check(ctx.con, rows.ledger_table, "release:next", k, published)
+            return release, published
+        except PrivacyError as refused:
+            if plan is None or args["l"] is not None or args["hierarchies"]:
+                raise PrivacyError(f"{refused}" + ("" if plan is not None else f" ({why_not.reason}: "
+                                                   f"{why_not.advice})")) from None
+            guard = str(refused)
+    try:
+        frame = rows.df(qi)
+        shown, metrics = serve.labels(
+            plan, frame, qi, kinds, k,
+            lambda new: anonymize(frame[new].reset_index(drop=True), qi, k, method=args["method"],
+                                  strict=args["strict"], kinds=kinds or None, seed=seed))
+    except serve.Refused as no_plan:
+        raise PrivacyError(f"ANONYMIZE: {no_plan.reason}; {guard}. Nothing was released. {no_plan.advice}") from None
+    # the release as pre-classes (rows printing the same labels) with each QI's distinct labels
+    names = sorted(qi)
+    pre_class = pd.factorize(pd.MultiIndex.from_frame(shown[names].astype(str)))[0]
+    first = np.unique(pre_class, return_index=True)[1]
+    labels = {}
+    for q in qi:
+        lab, index = np.unique(shown[q].astype(str).to_numpy()[first], return_inverse=True)
+        labels[q] = (lab.astype(object), index.astype(np.int64))
+    enc = encode(frame, qi, kinds or None)
+    served = assemble(frame, enc, pre_class.astype(np.int64), np.zeros((len(first), len(qi))),
+                      np.zeros((len(first), len(qi))), [labels[q] for q in qi], k, "served", metrics)
+    served.metrics.update(ncp=None, discernibility=None)  # (the boxes are texts here; their loss is not computed)
+    served.metrics["served_because"] = guard  # why the release asked for was not made
+    return served, _published(rows.row_refs, served, qi)
 
 
 def _release_rows(rows: TableInput, columns: list[str], release, order: np.ndarray) -> ArrowRows:

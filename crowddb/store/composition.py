@@ -155,6 +155,10 @@ def _check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
         same = next((r for r, _, f, k_then in earlier if f == rows.fingerprint and k_then <= int(k)), None)
         if same is not None and not continuing:
             return same
+        if continuing:  # a later round of a run whose first round repeated an earlier release: its rows, in the
+            repeated = _repeated(con, table, release)  # same boxes, are part of that release; nothing new is shown
+            if repeated is not None and _within(con, table, repeated, rows):
+                return repeated
     if rows is None:
         if others:
             raise PrivacyError(
@@ -189,6 +193,23 @@ def _check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
             f"{size}, fewer than k={promised}: it would break the k-anonymity of {_names(involved)} (a worker "
             "intersects its classes with this release's, and sees which of their rows it leaves out). Run it over "
             "the same rows, k and anonymizer as that release (a rerun is served from the answers on record)")
+
+
+def _repeated(con: duckdb.DuckDBPyConnection, table: str, release: str) -> str | None:
+    """The earlier release ``release`` (on record already: a crowd run's earlier round) repeats, if it does."""
+    found = con.execute("SELECT repeats FROM crowddb_ledger WHERE table_name = ? AND release = ?",
+                        [table, release]).fetchall()
+    return found[0][0] if found and found[0][0] else None
+
+
+def _within(con: duckdb.DuckDBPyConnection, table: str, release: str, rows: Planned) -> bool:
+    """Does ``release`` show every one of ``rows`` in the box ``rows`` shows it in (a subset shown as it was)?"""
+    with registered(con, __crowd_planned=rows.rows, __crowd_boxes=rows.boxes):
+        missing = con.execute(
+            "SELECT count(*) FROM __crowd_planned p JOIN __crowd_boxes b USING (box_id) WHERE NOT EXISTS "
+            "(SELECT 1 FROM crowddb_published x WHERE x.table_name = ? AND x.release = ? AND x.row_ref = p.row_ref "
+            "AND x.box = b.box)", [table, release]).fetchall()[0][0]
+    return missing == 0
 
 
 def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows: Planned | None) -> None:
@@ -267,6 +288,28 @@ def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi
     return names, boxes.to_numpy(zero_copy_only=False).astype(object)
 
 
+def joint_classes(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) -> pd.DataFrame:
+    """The joint class of each of ``rows`` (identities, in order) and every other row of those classes: one row per
+    member (``row_ref``, ``history``: its class's number, ``requested``: one of ``rows``), with the class's newest box
+    (``last_box``, ``last_release``, ``last_k``, ``last_quasi_identifiers``) and the smallest k promised to its rows
+    (``k``). Rows no release showed are not in it. What a safe release of ``rows`` must keep whole (``privacy.serve``)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    empty = pd.DataFrame(columns=["row_ref", "history", "requested", "last_box", "last_release", "last_k",
+                                  "last_quasi_identifiers", "k"])
+    if not len(rows):
+        return empty
+    with registered(con, __crowd_want=pa.table({"row_ref": pd.unique(rows)})):
+        return con.execute(
+            "WITH touched AS (SELECT DISTINCT history FROM crowddb_row_history WHERE table_name = ? AND row_ref IN "
+            "(SELECT row_ref FROM __crowd_want)) "
+            # each history numbered (dense_rank: exact, where a text cast of the UHUGEINT costs seconds per 100k)
+            "SELECT h.row_ref, dense_rank() OVER (ORDER BY h.history) AS history, "
+            "h.row_ref IN (SELECT row_ref FROM __crowd_want) "
+            "AS requested, h.last_box, h.last_release, h.last_k, h.last_quasi_identifiers, h.k "
+            "FROM crowddb_row_history h JOIN touched USING (history) WHERE h.table_name = ? ORDER BY h.row_ref",
+            [links.root(con, table), links.root(con, table)]).df()
+
+
 def _release_order(name: str) -> tuple[str, int]:
     """'run:10' after 'run:9'."""
     kind, _, number = name.partition(":")
@@ -288,8 +331,11 @@ def distinct_rows(what: str, table: str, rows: np.ndarray) -> None:
     and would record one box for two people."""
     rows = np.asarray(rows, dtype=np.int64)
     if len(pd.unique(rows)) < len(rows):
-        raise PrivacyError(f"{what}: rows of {table} share a key value, so the privacy ledger cannot tell them apart; "
-                           "declare a unique key (or none: rows are then told apart by their position)")
+        repeated = int(len(rows) - len(pd.unique(rows)))
+        raise PrivacyError(f"{what}: {repeated} row(s) of {table} come twice: the query reads one row more than once "
+                           "(a UNION ALL of overlapping parts, say), or rows share a key value, and the privacy ledger "
+                           "records one box per person; read each row once (one WHERE with OR instead of the UNION "
+                           "ALL), or declare a unique key")
 
 
 def has_releases(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> bool:
