@@ -74,7 +74,7 @@ def main() -> None:
         # before is planned in these boxes)
         persisted = timed(lambda: composition.recorded(con, "big", planned.rows["row_ref"].to_numpy(), [], k),
                           repeat=1)
-        plan = timed(lambda larger=k * (done + 2): _plan(con, planned.rows["row_ref"].to_numpy(), larger), repeat=1)
+        plan = timed(lambda larger=k * (done + 2): _plan(con, planned.rows["row_ref"].to_numpy(), larger))
         rows = con.execute("SELECT count(*) FROM crowddb_published").fetchall()[0][0]
         print(f"{mark:>5} | {rows:>12,} | {check:>8.3f} | {record:>8.3f} | {persisted:>11.3f} | {plan:>7.3f} | "
               f"{plan + check:>12.3f} | {base:>10.3f} | {check / base:>10.1f}")

@@ -882,10 +882,14 @@ def carry_roles(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
     sensitive, core = list(old.sensitive), list(old.core)
     truth, key = old.ground_truth, old.key
     changed = False
+    target_core = {c.lower() for c in old.core}
+    withheld = getattr(derived, "withheld", {})
     for src, dst in zip(source_columns, targets):
         dst = lookup.get(dst.lower(), dst)
         if dst in old.protected:
             continue
+        if target_core and dst.lower() not in target_core and withheld.get(src, "").endswith("is not declared core"):
+            continue  # withheld only for not being core, into a column the table's own core list withholds already
         if src in derived.protected:
             if src == derived.ground_truth and truth is None and dst not in qi:
                 truth = dst

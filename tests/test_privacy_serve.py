@@ -22,7 +22,7 @@ SIG = "agesexzip"
 def classes(rows: dict[str, list[int]], box: dict[str, str], k: dict[str, int] | None = None,
             qis: dict[str, str] | None = None) -> pd.DataFrame:
     """Joint classes as ``store.composition.joint_classes`` gives them: history -> members, with its last box."""
-    out = [{"row_ref": r, "history": h, "requested": False, "last_box": box[h], "last_release": f"run:{h}",
+    out = [{"row_ref": r, "history": h, "last_box": box[h], "last_release": f"run:{h}",
             "last_k": (k or {}).get(h, 10), "last_quasi_identifiers": (qis or {}).get(h, SIG), "k": 10}
            for h, members in rows.items() for r in members]
     return pd.DataFrame(out)
@@ -164,6 +164,11 @@ def test_a_subset_of_an_anonymize_release_asked_of_the_crowd_is_widened_to_whole
     chess = db.sql("SELECT count(*) FROM people WHERE hobby = 'chess'").fetchall()[0][0]
     plan = str(db.explain(query))
     assert "row(s) widened to whole classes" in plan and "would be refused" not in plan
+    # their share of the HITs beside them: items x assignments / items a HIT x the cost of an assignment
+    widened = int(plan.split(" row(s) widened")[0].rsplit("; ", 1)[1])
+    op = db.registry.get("getposition")
+    cost = widened * op.assignments / op.tuples_per_hit * op.cost_per_assignment
+    assert f"(shown, their answers not used, +${cost:,.2f})" in plan
     out = db.sql(query).df()
     assert len(out) == chess and out["p"].notna().all()  # the widened rows' answers are not the query's
     assert verdict(db, ("anonymize", shown, 10)).startswith("no violation")
@@ -248,3 +253,21 @@ def test_the_docs_subquery_idiom_is_widened_for_tuple_and_group_operators(db):
     out = db.sql(other).df()
     assert len(out) == db.sql(f"SELECT count(*) FROM {young}").fetchall()[0][0]
     assert verdict(db).startswith("no violation")
+
+
+def test_a_monthly_insert_from_a_staging_table_with_the_same_roles_leaves_the_roles_as_they_were(db):
+    before = db.roles("people")
+    arrivals = people_frame(230).iloc[200:]
+    arrivals["token"] = [f"a{i}" for i in range(len(arrivals))]
+    db.load_frame("arrivals", arrivals, **ROLES)
+    db.sql("INSERT INTO people SELECT * FROM arrivals")
+    assert db.roles("people") == before  # hobby and edu stay columns without a role (they were not core in either)
+    db.sql("SELECT token, getposition(*, k := 10) AS p FROM people WHERE hobby = 'chess'").df()  # chosen by them
+
+
+def test_an_insert_of_a_sensitive_column_into_a_column_without_a_role_still_protects_it(db):
+    db.load_frame("copy", people_frame(5).assign(token=list("abcde")), **ROLES)
+    assert "hobby" not in db.roles("copy").protected
+    db.sql("INSERT INTO copy (id, age, sex, zip, edu, hobby, job, salary, token) "
+           "SELECT id + 1000, age, sex, zip, edu, salary::VARCHAR, job, salary, token FROM people")
+    assert "hobby" in db.roles("copy").sensitive

@@ -286,6 +286,19 @@ class HumanOperatorRun:
         answers = self._round(items, self._prepare(items, 0), shown, known, NoBar(), 0)
         return items[[ROW_ID, "item_id"]].merge(answers, on="item_id").sort_values(ROW_ID)["answer"].to_numpy()
 
+    def _widened_cost(self, items: pd.DataFrame, have: pd.Series) -> str:
+        """What the rows added to keep earlier classes whole cost in round 1, their share of the HITs (their items'
+        assignments not on record, ``tuples_per_hit`` items a HIT), as explain() prints it beside them; '' when none
+        was added."""
+        frame, op = self.call.frame, self.op
+        if WIDENED not in frame or not frame[WIDENED].any():
+            return ""
+        wide = items[ROW_ID].isin(frame.loc[frame[WIDENED].to_numpy(dtype=bool), ROW_ID]).to_numpy()
+        keys = pd.MultiIndex.from_frame(items[["item_key", "occurrence"]])
+        held = have.reindex(keys).fillna(0).to_numpy(dtype=float) if len(have) else np.zeros(len(items))
+        missing = np.clip(op.assignments - held, 0, None)[wide].sum()  # item-assignments, tuples_per_hit a HIT
+        return f", +${missing / op.tuples_per_hit * op.cost_per_assignment:,.2f}"
+
     def _plan(self, items: pd.DataFrame, have: pd.Series, hits: pd.DataFrame,
               metrics: dict[str, Any] | None) -> OperatorPlan:
         """What this call posts (or would post): round 1's HITs, estimates of later rounds and FKA's sampling, and
@@ -302,7 +315,8 @@ class HumanOperatorRun:
         if estimate:
             notes.append(f"FKA sampling estimated at {estimate} synthetic tuples; NCP is Mondrian's")
         if metrics and metrics.get("served"):  # rows shown before: how their joint classes are kept (privacy.serve)
-            notes.append(str(metrics["served"]))
+            widened = "(shown, their answers not used"  # serve._how's words: the cost goes beside them
+            notes.append(str(metrics["served"]).replace(widened, widened + self._widened_cost(items, have), 1))
         if publisher.fka_tuples:
             notes.append(f"FKA asked about {publisher.fka_tuples} synthetic tuples (identical ones answered once)")
         if purchase.awaited:

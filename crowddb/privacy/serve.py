@@ -7,6 +7,9 @@ then nobody's history splits from a classmate's, and the release is safe whateve
 classes (rows sharing one new box) hold at least its k. So instead of refusing a request over rows shown before,
 crowddb plans such a release:
 
+- **from the record**: rows whose items, in the boxes they were last shown in, all have answers on record are
+  served from them whatever k those boxes had (``plan(..., any_k=True)``; the caller keeps such a plan only when
+  nothing is left to publish): nothing is shown again;
 - **reuse**: a joint class shown last in a box over the same quasi-identifiers with a k at least this one's is shown
   in that box again (the persisted partition): the same items, served from the answers on record;
 - **coarsen**: joint classes smaller than this k (a larger k than before) are merged, whole, with their neighbours
@@ -75,36 +78,22 @@ def plan(requested: np.ndarray, classes: pd.DataFrame, k: int, signature: str, *
     ``any_k``: reuse earlier boxes of any k when every requested row was shown before (none new, none widened):
     the caller takes such a plan only when every item it makes is served from the answers on record, so that
     nothing is shown again (``Served.below_k`` counts the rows it needs the record for)."""
-    requested = np.asarray(requested, dtype=np.int64)
+    rows = np.asarray(requested, dtype=np.int64)
     shown = classes.drop_duplicates("row_ref")
-    by_ref = shown.set_index("row_ref")
-    old_mask = np.isin(requested, shown["row_ref"].to_numpy(dtype=np.int64))
-    new = int((~old_mask).sum())
-    rows = requested
-    unit = np.full(len(rows), -1, dtype=np.int64)  # each old row's joint class, numbered
-    histories = by_ref["history"]
-    old_rows = np.flatnonzero(np.isin(rows, shown["row_ref"].to_numpy(dtype=np.int64)))
-    codes, uniques = pd.factorize(histories.reindex(rows[old_rows]).to_numpy(dtype=object))
-    unit[old_rows] = codes
-    n_units = len(uniques)
+    cls, members = _classes_of(rows, shown)  # each requested row's joint class (-1: new), the classes' attributes
+    new = int((cls < 0).sum())
+    unit = np.full(len(rows), -1, dtype=np.int64)  # each old row's joint class, numbered as the rows come
+    unit[cls >= 0] = pd.factorize(cls[cls >= 0])[0]
+    n_units = int(unit.max()) + 1 if (unit >= 0).any() else 0
     if groups is not None:  # a group operator: a group and the joint classes it touches are one class
         unit = _joined(unit, np.asarray(groups, dtype=np.int64), n_units)
         n_units = int(unit.max()) + 1 if (unit >= 0).any() else 0
     if not n_units:
         return Served(rows, unit, np.full(len(rows), None, dtype=object), widened, new, "",
-                      sources=tuple(sorted(map(str, set(shown["last_release"].dropna())))))
-    info = _units(rows, unit, by_ref, n_units)
+                      sources=tuple(sorted(map(str, set(members["last_release"].dropna())))))
     # a unit's size is its whole joint classes' (rows the request leaves out included): a subset shown in its
     # earlier box is served from the answers on record; only a class smaller than this k is merged
-    whole = shown.groupby("history")["row_ref"].size()
-    per_row = histories.reindex(rows).map(whole).to_numpy(dtype=float)
-    known = unit >= 0
-    full = pd.DataFrame({"unit": unit[known], "history": histories.reindex(rows[known]).to_numpy(dtype=object),
-                         "size": np.nan_to_num(per_row[known], nan=1.0)})
-    first = full.drop_duplicates(["unit", "history"])  # each joint class once per unit
-    extra = full[full["history"].isna()].groupby("unit").size()  # a group's new rows count once each
-    info["size"] = (first.dropna(subset=["history"]).groupby("unit")["size"].sum()
-                    .reindex(info.index, fill_value=0) + extra.reindex(info.index, fill_value=0)).astype(np.int64)
+    info = _units(unit, cls, members, n_units)
     # a joint class last shown over these quasi-identifiers with a k at least this one's is shown in its box again,
     # whatever its own size: that box's class in that release held k rows (with the classes sharing it); a unit (a
     # group with the classes it touches) is shown as it was when each of its classes can be
@@ -114,17 +103,19 @@ def plan(requested: np.ndarray, classes: pd.DataFrame, k: int, signature: str, *
     again = same & (at_k | (any_k and not new and not widened))
     row_again = (unit >= 0) & again[np.maximum(unit, 0)]
     boxes = np.full(len(rows), None, dtype=object)
-    boxes[row_again] = by_ref["last_box"].reindex(rows[row_again]).to_numpy(dtype=object)
+    boxes[row_again] = members["last_box"].to_numpy(dtype=object)[cls[row_again]]
     out = np.full(len(rows), -1, dtype=np.int64)
-    if row_again.any():
-        _, out[row_again] = np.unique(boxes[row_again].astype(str), return_inverse=True)
+    if row_again.any():  # rows reused in one box are one class, numbered in the order of the boxes' texts
+        texts = members["last_box"].astype(object).fillna("").to_numpy(dtype=str)
+        _, box_rank = np.unique(texts, return_inverse=True)
+        _, out[row_again] = np.unique(box_rank[cls[row_again]], return_inverse=True)
     merged = np.full(len(info), -1, dtype=np.int64)
     if (~again).any():
         base = int(out.max()) + 1
         merged[~again] = base + _merge(info[~again], k)
         fresh = (unit >= 0) & ~row_again
         out[fresh] = merged[unit[fresh]]
-    sources = set(info["last_release"].dropna())
+    sources = set(pd.unique(info["last_release"].dropna().to_numpy(dtype=object)))
     how = _how(again, merged, widened, new, sorted(map(str, sources)))
     below = (unit >= 0) & (again & ~at_k)[np.maximum(unit, 0)]
     if below.any():
@@ -132,17 +123,34 @@ def plan(requested: np.ndarray, classes: pd.DataFrame, k: int, signature: str, *
     return Served(rows, out, boxes, widened, new, how, int(below.sum()), tuple(sorted(map(str, sources))))
 
 
+def _classes_of(rows: np.ndarray, shown: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """Each of ``rows``' joint class as a number (-1: a row no release showed), and per class (by that number) its
+    whole size and its newest box, release, k and quasi-identifiers (one row per class, from its first member).
+    Vectorized: a sorted search of the rows among the members, one factorization of the histories."""
+    refs = shown["row_ref"].to_numpy(dtype=np.int64)
+    history, _ = pd.factorize(shown["history"])  # each member's class
+    order = np.argsort(refs, kind="stable")
+    at = np.clip(np.searchsorted(refs, rows, sorter=order), 0, max(len(refs) - 1, 0))
+    found = (refs[order[at]] == rows) if len(refs) else np.zeros(len(rows), dtype=bool)
+    cls = np.where(found, history[order[at]] if len(refs) else -1, -1).astype(np.int64)
+    _, first = np.unique(history, return_index=True)
+    members = shown.iloc[first][["last_box", "last_release", "last_k", "last_quasi_identifiers"]].reset_index(drop=True)
+    members["last_k"] = pd.to_numeric(members["last_k"], errors="coerce")
+    members["size"] = np.bincount(history, minlength=len(first))
+    return cls, members
+
+
 def widening(requested: np.ndarray, classes: pd.DataFrame, k: int) -> np.ndarray:
     """The rows to add to a release of ``requested`` so that it splits no joint class into a part below k: for each
     touched class whose requested part or left-out part would hold fewer than k rows (a worker who links releases
-    would tell either apart), the rows the request leaves out; in the order of ``classes``."""
-    shown = classes.drop_duplicates("row_ref")
-    asked = shown["row_ref"].isin(np.asarray(requested, dtype=np.int64)).to_numpy()
-    per = pd.DataFrame({"history": shown["history"].to_numpy(dtype=object), "asked": asked}).groupby("history")
-    counts = per["asked"].agg(["sum", "size"])
-    split = counts[(counts["sum"] > 0) & (counts["sum"] < counts["size"])
-                   & ((counts["sum"] < k) | (counts["size"] - counts["sum"] < k))].index
-    return shown.loc[shown["history"].isin(split).to_numpy() & ~asked, "row_ref"].to_numpy(dtype=np.int64)
+    would tell either apart), the rows the request leaves out, in ascending order."""
+    refs = classes["row_ref"].to_numpy(dtype=np.int64)
+    asked = pd.Series(refs).isin(np.asarray(requested, dtype=np.int64)).to_numpy()  # (a hash lookup)
+    history, _ = pd.factorize(classes["history"])
+    size = np.bincount(history)
+    part = np.bincount(history, weights=asked).astype(np.int64)
+    split = (part > 0) & (part < size) & ((part < k) | (size - part < k))
+    return np.sort(refs[split[history] & ~asked]) if len(refs) else np.zeros(0, dtype=np.int64)
 
 
 def labels(served: Served, raw: pd.DataFrame, quasi_identifiers: list[str], kinds: dict[str, str] | None, k: int,
@@ -211,31 +219,41 @@ def _joined(unit: np.ndarray, groups: np.ndarray, n_units: int) -> np.ndarray:
     return out
 
 
-def _units(rows: np.ndarray, unit: np.ndarray, by_ref: pd.DataFrame, n_units: int) -> pd.DataFrame:
-    """Per unit (a joint class, or a group joined with its classes): its rows, its newest box and release, the
-    smallest k its rows were last shown at, the first of its boxes (the order merging follows), how many signatures
-    its rows were last shown over, and whether it holds a row no release showed (a group's new row)."""
-    known = unit >= 0
-    frame = pd.DataFrame({"unit": unit[known], "row_ref": rows[known]})
-    meta = by_ref.reindex(frame["row_ref"].to_numpy())
-    frame["last_box"] = meta["last_box"].to_numpy(dtype=object)
-    frame["last_release"] = meta["last_release"].to_numpy(dtype=object)
-    frame["last_k"] = pd.to_numeric(meta["last_k"], errors="coerce").to_numpy()
-    frame["last_quasi_identifiers"] = meta["last_quasi_identifiers"].to_numpy(dtype=object)
-    frame["order"] = frame["last_box"].fillna("").astype(str)
-    frame["new"] = frame["last_box"].isna()
-    info = frame.groupby("unit", sort=True).agg(
-        size=("row_ref", "size"), last_box=("last_box", "first"), last_release=("last_release", "first"),
-        last_k=("last_k", "min"), last_quasi_identifiers=("last_quasi_identifiers", "first"),
-        order=("order", "min"), signatures=("last_quasi_identifiers", "nunique"), has_new=("new", "any"))
-    return info.reindex(range(n_units))
+def _units(unit: np.ndarray, cls: np.ndarray, members: pd.DataFrame, n_units: int) -> pd.DataFrame:
+    """Per unit (a joint class, or a group joined with its classes): its size (its whole classes', and each new row
+    of a group once), its newest box and release (its first class's), the smallest k its classes were last shown
+    at, the first of its boxes (the order merging follows), how many signatures its classes were last shown over,
+    and whether it holds a row no release showed (a group's new row). Over (unit, class) pairs: one per class."""
+    old = (unit >= 0) & (cls >= 0)
+    pairs = pd.unique(unit[old] * (len(members) + 1) + cls[old])  # each (unit, class) once, in the rows' order
+    pair_unit, pair_cls = pairs // (len(members) + 1), pairs % (len(members) + 1)
+    frame = pd.DataFrame({"unit": pair_unit, "size": members["size"].to_numpy()[pair_cls]})
+    for column in ("last_box", "last_release", "last_quasi_identifiers"):  # (object: pandas' string dtype iterates)
+        frame[column] = pd.Series(members[column].to_numpy(dtype=object)[pair_cls], dtype=object)
+    frame["last_k"] = members["last_k"].to_numpy(dtype=float)[pair_cls]
+    boxes = frame["last_box"].to_numpy(dtype=object)
+    frame["order"] = pd.Series(np.where(pd.isna(boxes), "", boxes), dtype=object)  # (object: no string dtype)
+    if (np.bincount(pair_unit, minlength=n_units) == 1).all():  # one class per unit (a tuple operator): as it is
+        info = frame.set_index("unit").sort_index().assign(signatures=1)
+    else:
+        info = frame.groupby("unit", sort=True).agg(
+            size=("size", "sum"), last_box=("last_box", "first"), last_release=("last_release", "first"),
+            last_k=("last_k", "min"), last_quasi_identifiers=("last_quasi_identifiers", "first"),
+            order=("order", "min"), signatures=("last_quasi_identifiers", "nunique")).reindex(range(n_units))
+    fresh = (unit >= 0) & (cls < 0)
+    new_rows = np.bincount(unit[fresh], minlength=n_units)
+    info["size"] = (info["size"].fillna(0).to_numpy() + new_rows).astype(np.int64)
+    info["has_new"] = new_rows > 0
+    info["signatures"] = info["signatures"].fillna(0).astype(np.int64)
+    info["order"] = pd.Series(info["order"].to_numpy(dtype=object), dtype=object).fillna("").to_numpy(dtype=object)
+    return info
 
 
 def _merge(info: pd.DataFrame, k: int) -> np.ndarray:
     """Each unit's merged class: units of at least k rows alone; smaller ones merged with their neighbours in the
     order of their boxes (similar boxes merge into narrow ones) until each merged class holds k rows, a short tail
     joining the class before it. Ties in the order are broken by the unit's number (stated, not by a float)."""
-    order = np.lexsort((np.arange(len(info)), info["order"].to_numpy(dtype=str)))
+    order = np.lexsort((np.arange(len(info)), info["order"].to_numpy(dtype=object).astype(str)))
     merged = np.full(len(info), -1, dtype=np.int64)
     sizes = info["size"].to_numpy(dtype=np.int64)
     group, filled, last_small = -1, k, []

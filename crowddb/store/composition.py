@@ -289,25 +289,42 @@ def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi
 
 
 def joint_classes(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) -> pd.DataFrame:
-    """The joint class of each of ``rows`` (identities, in order) and every other row of those classes: one row per
-    member (``row_ref``, ``history``: its class's number, ``requested``: one of ``rows``), with the class's newest box
-    (``last_box``, ``last_release``, ``last_k``, ``last_quasi_identifiers``) and the smallest k promised to its rows
-    (``k``). Rows no release showed are not in it. What a safe release of ``rows`` must keep whole (``privacy.serve``)."""
+    """The joint class of each of ``rows`` (identities) and every other row of those classes: one row per member, in
+    no order (``row_ref``, ``history``: its class's number), with the class's newest box (``last_box``,
+    ``last_release``, ``last_k``, ``last_quasi_identifiers``) and the smallest k promised to its rows (``k``). Rows no
+    release showed are not in it. What a safe release of ``rows`` must keep whole (``privacy.serve``)."""
     rows = np.asarray(rows, dtype=np.int64)
-    empty = pd.DataFrame(columns=["row_ref", "history", "requested", "last_box", "last_release", "last_k",
+    empty = pd.DataFrame(columns=["row_ref", "history", "last_box", "last_release", "last_k",
                                   "last_quasi_identifiers", "k"])
     if not len(rows):
         return empty
     with registered(con, __crowd_want=pa.table({"row_ref": pd.unique(rows)})):
-        return con.execute(
-            "WITH touched AS (SELECT DISTINCT history FROM crowddb_row_history WHERE table_name = ? AND row_ref IN "
-            "(SELECT row_ref FROM __crowd_want)) "
-            # each history numbered (dense_rank: exact, where a text cast of the UHUGEINT costs seconds per 100k)
-            "SELECT h.row_ref, dense_rank() OVER (ORDER BY h.history) AS history, "
-            "h.row_ref IN (SELECT row_ref FROM __crowd_want) "
-            "AS requested, h.last_box, h.last_release, h.last_k, h.last_quasi_identifiers, h.k "
-            "FROM crowddb_row_history h JOIN touched USING (history) WHERE h.table_name = ? ORDER BY h.row_ref",
-            [links.root(con, table), links.root(con, table)]).df()
+        return _categorical(con.sql(
+            # each touched history numbered once (exact; a text cast of the UHUGEINT costs seconds per 100k rows,
+            # and numbering the members in order of their history a sort of all of them); members in no order
+            "WITH touched AS (SELECT history, row_number() OVER () AS number FROM (SELECT DISTINCT history "
+            "FROM crowddb_row_history WHERE table_name = ? AND row_ref IN (SELECT row_ref FROM __crowd_want))) "
+            "SELECT h.row_ref, touched.number AS history, h.last_box, h.last_release, h.last_k, "
+            "h.last_quasi_identifiers, h.k "
+            "FROM crowddb_row_history h JOIN touched USING (history) WHERE h.table_name = ?",
+            params=[links.root(con, table), links.root(con, table)]).to_arrow_table())
+
+
+def _categorical(table: pa.Table) -> pd.DataFrame:
+    """``table`` as pandas with its text columns dictionary-encoded (categoricals): a joint class's box, release and
+    quasi-identifiers repeat on every member, and a million strings cost far more to build than their codes."""
+    import pyarrow.compute as pc
+
+    out = {}
+    for name, column in zip(table.column_names, table.columns):
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            out[name] = column.to_numpy()
+            continue
+        encoded = pc.dictionary_encode(column.combine_chunks())
+        codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+        texts = pd.Index(encoded.dictionary.to_numpy(zero_copy_only=False), dtype=object)  # (built in C++)
+        out[name] = pd.Categorical.from_codes(codes, categories=texts)
+    return pd.DataFrame(out)
 
 
 def _release_order(name: str) -> tuple[str, int]:
