@@ -89,8 +89,8 @@ def snapshot(con: duckdb.DuckDBPyConnection, query: str) -> tuple[pa.Table, list
     types = list(relation.types)
     # the types plain Arrow export turns into others (anywhere in a nested type; a false alarm costs two SETs)
     lossy = any(name in str(t).upper() for t in types for name in _LOSSY_IN_ARROW)
-    with setting(con, "arrow_lossless_conversion", True) if lossy else contextlib.nullcontext(), \
-            setting(con, "preserve_insertion_order", True):
+    with (setting(con, "arrow_lossless_conversion", True) if lossy else contextlib.nullcontext(),
+          setting(con, "preserve_insertion_order", True)):
         table = relation.to_arrow_table()
     return table, types
 

@@ -34,3 +34,12 @@ def column(name: str, table_alias: str | None = None) -> exp.Column:
 def select_all(name: str) -> exp.Select:
     """``SELECT * FROM "name"``."""
     return exp.select("*").from_(table(name))
+
+
+def conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    """The terms of an AND chain (parentheses around one included), each a condition of its own."""
+    if isinstance(node, exp.And):
+        return conjuncts(node.this) + conjuncts(node.expression)
+    if isinstance(node, exp.Paren) and isinstance(node.this, exp.And):
+        return conjuncts(node.this)
+    return [node]

@@ -107,8 +107,8 @@ def _tokenize(sql: str, depth: int = 0) -> list[Token]:
         return tokens
     out: list[Token] = []
     for before, token in zip([None, *tokens], tokens):
-        if depth < 8 and token.token_type == TokenType.STRING and before is not None and \
-                before.token_type in _COMMANDS:  # (a real literal there only reads as more tokens: fail closed)
+        if (depth < 8 and token.token_type == TokenType.STRING and before is not None
+                and before.token_type in _COMMANDS):  # (a real literal there only reads as more tokens: fail closed)
             with contextlib.suppress(Exception):  # untokenizable: the rest of the command stays one token
                 out.extend(_tokenize(token.text, depth + 1))
                 continue

@@ -323,8 +323,8 @@ class Lineage:
     def _table_status(self, table: str, column: str) -> Status:
         roles = self.roles(table)
         if roles is None:  # nothing declared on this table: published as it is (a column `id` is its key)
-            return Status(WITHHELD, reason=f"key {table}.{column}", key=True) if column.lower() == "id" else \
-                Status(RAW)
+            return (Status(WITHHELD, reason=f"key {table}.{column}", key=True) if column.lower() == "id"
+                    else Status(RAW))
         if isinstance(roles, DerivedRoles) and column in roles.withheld:
             return Status(WITHHELD, reason=roles.withheld[column], truth=column == roles.ground_truth,
                           key=column == roles.key)

@@ -85,8 +85,8 @@ def literal_value(node: exp.Expression, what: str) -> Any:
             return int(text)
         except ValueError:
             return float(text)
-    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string \
-            and node.to.is_type(*exp.DataType.REAL_TYPES):
+    if (isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string
+            and node.to.is_type(*exp.DataType.REAL_TYPES)):
         return float(node.this.this)  # a NaN or inf parameter ('NaN'::DOUBLE), refused by the argument's binder
     if isinstance(node, exp.Boolean):
         return bool(node.this)
@@ -674,7 +674,7 @@ class Planner:
         truth_expr, key_expr = self._truth_and_key(sources, what, op.kind == "group")
 
         where = scope.args.get("where")
-        filters = _conjuncts(where.this) if where else []
+        filters = _sql.conjuncts(where.this) if where else []
         clean = [c for c in filters if not self.has_crowd(c)]
         pushdown = self._limit_pushdown(scope, filters, clean, op.kind)
         identity = [exp.column("rowid", table=s.alias, quoted=True) for s in sources]
@@ -719,8 +719,9 @@ class Planner:
         query = self._with_context(query, scope)
         frame = self._execute_df(query)
         published, qi = self._verified(published, qi, withheld, sources, frame, what)
+        joint = None
         if rows_of is not None and rows_of.column is not None and qi and len(sources) == 1 and grouping is None:
-            frame, rows_of = self._widened(frame, every_row, scope, sources[0], rows_of, int(definition.k))
+            frame, rows_of, joint = self._widened(frame, every_row, scope, sources[0], rows_of, int(definition.k))
 
         names = [n for n, _ in published]
         frame = frame.reset_index(drop=True)
@@ -736,7 +737,7 @@ class Planner:
         # issue 24: the answer domain is the definition's list or the whole stored ground-truth column's values
         definition = selection.with_answer_domain(self.ctx.con, definition, call, TRUTH in frame, what)
         human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
-                           rows_of=rows_of,
+                           rows_of=rows_of, joint_classes=joint,
                            kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
                            budget=named.get("budget"), seed=named.get("seed"), withheld=withheld,
                            shared=[] if grouping is not None else
@@ -772,8 +773,7 @@ class Planner:
         k = named.get("k", 10)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             return rows  # (ANONYMIZE reports the bad k)
-        classes = composition.joint_classes(self.ctx.con, table, rows.row_refs)
-        extra = serve.widening(rows.row_refs, classes, k) if not classes.empty else np.zeros(0, dtype=np.int64)
+        _, extra = self._to_widen(table, rows.row_refs, k)
         relation = identity.of_key(self.ctx.con, table) if len(extra) else None
         if relation is None or relation.view or not _hands_on_columns(query):
             return rows
@@ -793,19 +793,19 @@ class Planner:
         return out
 
     def _widened(self, frame: pd.DataFrame, every_row: exp.Select, scope: exp.Select, source: _Source,
-                 rows_of: RowsOf, k: int) -> tuple[pd.DataFrame, RowsOf]:
+                 rows_of: RowsOf, k: int) -> tuple[pd.DataFrame, RowsOf, pd.DataFrame | None]:
         """``frame`` and the rows of its table that keep the joint classes it touches whole (``serve.widening``: a
         part of an earlier class below k, shown or left out, is what a worker who links releases tells apart): the
         same columns, marked ``WIDENED`` (shown; their answers are not the query's), read from the same FROM (a base
         table) or from the table a materialized source is the rows and columns of (then each row's identity moves
-        to ``_REF``). Else ``frame`` as it is, and the guard decides."""
+        to ``_REF``). Else ``frame`` as it is, and the guard decides. Also the joint classes it read (the operator
+        plans its release over them)."""
         if frame.empty:
-            return frame, rows_of
+            return frame, rows_of, None
         identities = rows_of.identities(frame).astype(np.int64)
-        classes = composition.joint_classes(self.ctx.con, rows_of.tables[0], identities)
-        extra = serve.widening(identities, classes, k) if not classes.empty else np.zeros(0, dtype=np.int64)
+        classes, extra = self._to_widen(rows_of.tables[0], identities, k)
         if not len(extra):
-            return frame, rows_of
+            return frame, rows_of, classes
         wanted = exp.Subquery(this=exp.select("row_ref").from_(_sql.table("__crowd_widen")))
         if source.base:
             ref = row_identity(self.ctx.con, source.table, source.alias)
@@ -813,10 +813,10 @@ class Planner:
         else:
             relation = identity.of_key(self.ctx.con, rows_of.tables[0])
             if source.table not in self.plain_temps or relation is None or relation.view or source.fields:
-                return frame, rows_of
+                return frame, rows_of, classes
             stored = {c.lower(): c for c in _columns(self.ctx.con, relation.ref())}
             if any(c.lower() not in stored for c in source.columns):
-                return frame, rows_of
+                return frame, rows_of, classes
             alias = "__crowd_w"
             ref = row_identity(self.ctx.con, rows_of.tables[0], alias)
             read = exp.select(*(exp.alias_(exp.column(stored[c.lower()], table=alias, quoted=True), c, quoted=True)
@@ -832,7 +832,14 @@ class Planner:
         with registered(self.ctx.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
             wider = self._execute_df(self._with_context(query, scope))
         return (pd.concat([frame.assign(**{WIDENED: False}), wider.assign(**{WIDENED: True})], ignore_index=True),
-                rows_of)
+                rows_of, classes)
+
+    def _to_widen(self, table: str, identities: np.ndarray, k: int) -> tuple[pd.DataFrame, np.ndarray]:
+        """The joint classes ``identities`` of ``table`` touch, and the rows to add so that none is split into a
+        part below k (``serve.widening``)."""
+        classes = composition.joint_classes(self.ctx.con, table, identities)
+        extra = serve.widening(identities, classes, k) if not classes.empty else np.zeros(0, dtype=np.int64)
+        return classes, extra
 
     def _splice(self, scope: exp.Select, call: exp.Anonymous, kind: str, frame: pd.DataFrame, answers: pd.DataFrame,
                 sources: list[_Source], group_exprs: list[exp.Expression], pushdown: bool) -> None:
@@ -1349,14 +1356,6 @@ def _ancestors(node: exp.Expression):
 
 def _contains(outer: exp.Expression, inner: exp.Expression) -> bool:
     return any(a is outer for a in _ancestors(inner))
-
-
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    if isinstance(node, exp.Paren) and isinstance(node.this, exp.And):
-        return _conjuncts(node.this)
-    return [node]
 
 
 def _as_table(name: exp.Expression) -> exp.Table:

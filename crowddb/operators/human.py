@@ -54,6 +54,8 @@ class HumanInput:
     withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # input column -> why it is not published
     shared: list[str] = dataclasses.field(default_factory=list)  # QIs every row of a group shares (group operators)
     rows_of: RowsOf | None = None  # whose rows the generalized QIs are (the privacy ledger); None: no QI published
+    #: the joint classes of its rows (``composition.joint_classes``), when the planner read them to widen the rows
+    joint_classes: pd.DataFrame | None = dataclasses.field(default=None, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,15 +176,11 @@ class HumanOperatorRun:
             self._any_k, widened = False, np.zeros(len(whole), dtype=bool)
         if widened.any():
             self.call.frame = whole[~widened].reset_index(drop=True)
-        self.shown, metrics = self._publishable()
-        items = self._items(self.shown)
-        cached, have, hits, layout = self.purchase.prepare(items, 1)
+        metrics, items, cached, have, hits, layout = self._round_one()
         relaxed = self._last_served is not None and self._last_served.below_k
         if len(hits) and (relaxed or widened.any()):  # the record does not hold every answer: a release at this k
             self._any_k, self.call.frame = False, whole
-            self.shown, metrics = self._publishable()
-            items = self._items(self.shown)
-            cached, have, hits, layout = self.purchase.prepare(items, 1)
+            metrics, items, cached, have, hits, layout = self._round_one()
         plan = self._plan(items, have, hits, metrics)
         if self.estimating and len(hits):  # explain(): would the platform or the guard of k-anonymity refuse it?
             refusal = (self.purchase.platform_refusal(knowledge(self.call.frame, self.call.frame[self.call.published]))
@@ -193,6 +191,13 @@ class HumanOperatorRun:
         self.metrics = metrics
         self.ctx.plans.append(plan)
         return plan, items, cached, hits, layout
+
+    def _round_one(self):
+        """The release of the call's rows as they stand (``self.shown``), its round-1 items and their cache lookup
+        and HITs: (metrics, items, cached, have, hits, layout)."""
+        self.shown, metrics = self._publishable()
+        items = self._items(self.shown)
+        return (metrics, items, *self.purchase.prepare(items, 1))
 
     def _run(self) -> tuple[pd.DataFrame, OperatorPlan]:
         call, op = self.call, self.op
@@ -227,7 +232,9 @@ class HumanOperatorRun:
         if rows_of is None or rows_of.column is None:
             return None
         identities = rows_of.identities(call.frame)
-        classes = composition.joint_classes(self.ctx.store.con, rows_of.tables[0], identities)
+        if call.joint_classes is None:  # read once: the rows widening added are members of the same classes
+            call.joint_classes = composition.joint_classes(self.ctx.store.con, rows_of.tables[0], identities)
+        classes = call.joint_classes
         if classes.empty:
             return None
         groups = call.frame[GROUP_ID].to_numpy(dtype=np.int64) if self.op.kind == "group" else None
@@ -304,8 +311,8 @@ class HumanOperatorRun:
         """What this call posts (or would post): round 1's HITs, estimates of later rounds and FKA's sampling, and
         what was bought already (FKA's samples)."""
         call, op, purchase, publisher = self.call, self.op, self.purchase, self.publisher
-        later = later_round_hits(call.frame[GROUP_ID].to_numpy(), items, op.tuples_per_hit) \
-            if op.kind == "group" else 0
+        later = (later_round_hits(call.frame[GROUP_ID].to_numpy(), items, op.tuples_per_hit)
+                 if op.kind == "group" else 0)
         estimate = publisher.fka_estimate
         fka_hits = int(np.ceil(estimate / 2 / op.tuples_per_hit)) * 2 if estimate else 0
         bought_hits = purchase.bought_hits  # FKA's samples, already bought

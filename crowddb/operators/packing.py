@@ -57,8 +57,8 @@ class Shuffle:
     def __call__(self, row_hash: np.ndarray, split: bool = False) -> np.ndarray:
         if self.seed is not None and not split:
             return self.rng.permutation(len(row_hash))
-        key = self.signature if self.seed is None else \
-            hashlib.sha1(f"{self.signature}:{self.seed}".encode()).hexdigest()
+        key = (self.signature if self.seed is None
+               else hashlib.sha1(f"{self.signature}:{self.seed}".encode()).hexdigest())
         return keyed_order(row_hash, key)
 
 

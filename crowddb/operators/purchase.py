@@ -119,8 +119,8 @@ class Purchase:
     def check_estimate(self, plan: OperatorPlan) -> None:
         """Refuse a run whose estimated cost (beyond what it bought already) exceeds the budget, before it posts."""
         op, budget = self.op, self.budget()
-        if budget is not None and self.spent + plan.estimated_cost - self.bought_assignments * op.cost_per_assignment \
-                > budget + 1e-9:
+        if (budget is not None and self.spent + plan.estimated_cost - self.bought_assignments * op.cost_per_assignment
+                > budget + 1e-9):
             raise BudgetExceededError(
                 f"{op.name}: estimated cost ${plan.estimated_cost:,.2f} ({plan.assignments} assignments at "
                 f"${op.cost_per_assignment:.4f} each) exceeds the budget ${budget:,.2f}; nothing was published")

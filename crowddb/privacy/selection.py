@@ -326,19 +326,19 @@ class _Statement:
         if not isinstance(select, exp.Select):
             return
         where = select.args.get("where")
-        conjuncts = _conjuncts(where.this) if where is not None else []
+        conjuncts = _sql.conjuncts(where.this) if where is not None else []
         clean = [c for c in conjuncts if not self._has_call(c)]
         for c in clean if is_op else conjuncts:
             yield "WHERE {}", c, True, scope
         for join in select.args.get("joins") or []:
             on = join.args.get("on")
-            for c in _conjuncts(on) if on is not None else []:
+            for c in _sql.conjuncts(on) if on is not None else []:
                 yield "JOIN ... ON {}", c, True, scope
             for ident in join.args.get("using") or []:  # (qualify writes USING as ON; kept for safety)
                 yield "JOIN ... USING ({})", exp.column(ident.name), False, scope
         for part, label in (("having", "HAVING {}"), ("qualify", "QUALIFY {}")):
             node = select.args.get(part)
-            for c in _conjuncts(node.this) if node is not None else []:
+            for c in _sql.conjuncts(node.this) if node is not None else []:
                 if not (is_op and self._has_call(c)):
                     yield label, c, False, scope
         distinct = select.args.get("distinct")
@@ -675,14 +675,6 @@ class _Statement:
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    if isinstance(node, exp.Paren) and isinstance(node.this, exp.And):
-        return _conjuncts(node.this)
-    return [node]
-
-
 def _ancestors(node: exp.Expression, stop: exp.Expression | None) -> Iterator[exp.Expression]:
     current = node.parent
     while current is not None:

@@ -200,8 +200,8 @@ class Store:
         added to that run's row."""
         done = pd.DataFrame({"hit_id": pd.unique(assignments["hit_id"])})
         con = self.con
-        with registered(con, __crowd_a=assignments, __crowd_ans=answers, __crowd_p=payments, __crowd_d=done), \
-                transaction(con):
+        with (registered(con, __crowd_a=assignments, __crowd_ans=answers, __crowd_p=payments, __crowd_d=done),
+              transaction(con)):
             con.execute("INSERT INTO crowddb_assignments (assignment_id, hit_id, worker_id) "
                         "SELECT assignment_id, hit_id, worker_id FROM __crowd_a")
             con.execute("INSERT INTO crowddb_answers SELECT assignment_id, hit_id, item_no, item_key, occurrence, "

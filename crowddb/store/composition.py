@@ -48,8 +48,8 @@ def box_text(shown: pd.DataFrame, quasi_identifiers: list[str]) -> np.ndarray:
     names = sorted(quasi_identifiers)
     if not names:
         return np.full(len(shown), "", dtype=object)
-    text = shown[names[0]].astype(str).str.cat([shown[n].astype(str) for n in names[1:]], sep=BOX_SEPARATOR) \
-        if len(names) > 1 else shown[names[0]].astype(str)
+    text = (shown[names[0]].astype(str).str.cat([shown[n].astype(str) for n in names[1:]], sep=BOX_SEPARATOR)
+            if len(names) > 1 else shown[names[0]].astype(str))
     return text.to_numpy(dtype=object)
 
 
