@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from . import connect
 from .datasets import adult_path
-from .errors import PrivacyError
 
 ROLES = {
     "quasi_identifiers": ["age", "sex", "education_num", "marital_status", "race"],
@@ -48,16 +47,12 @@ def run_demo(database: str = ":memory:", rows: int = 2000, seed: int = 7) -> Non
         # the core columns listed in their declared order: the order the table itself publishes them in
         columns = ", ".join([*ROLES["core"], "education", "id", "occupation"])
         people = f"(SELECT {columns} FROM adult LIMIT {int(rows)}{{}}) adult"
+        # the same people again, grouped by education: each group is shown with the earlier classes it touches, in
+        # the boxes getposition showed them in, so a worker who links the two releases learns nothing new
         same = pick.format(people.format(""))
         print("QUERY", " ".join(same.split()))
-        try:  # the same people generalized per education level: a worker could intersect the two releases
-            db.sql(same)
-        except PrivacyError as refused:
-            print(f"PrivacyError: {str(refused).split(' (a worker')[0]}\n")
-        other = pick.format(people.format(f" OFFSET {int(rows)}"))  # people no release has shown
-        print("QUERY", " ".join(other.split()))
-        print(db.sql(other).df().to_string(index=False), "\n")
-        print("The plan it ran (db.last_plan):")
+        print(db.sql(same).df().to_string(index=False), "\n")
+        print("The plan it ran (db.last_plan; 'privacy:' says how the rows shown before were kept):")
         print(db.last_plan, "\n")
         print("The bill (every operator run of this session, from crowddb_runs):")
         print(db.sql("""SELECT count(*) AS operator_runs, sum(hits)::BIGINT AS hits,
