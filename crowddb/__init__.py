@@ -1,7 +1,7 @@
 """crowddb: a crowd database on DuckDB.
 
 Entry points (each two hops from here):
-- ``connect`` -> ``connection.CrowdDB``: SQL with human operators (``udf``, ``operators.human``) and the table
+- ``connect`` -> ``session.CrowdDB``: SQL with human operators (``udf``, ``operators.human``) and the table
   functions TRUTH_DISCOVER, PRIVATE_SYNTH, ANONYMIZE (``operators.table_functions``), planned by ``planner``.
 - What is stored (runs, HITs, answers, payments, releases, column roles): ``store``; DataFrames named in SQL:
   ``replacement``.
@@ -10,9 +10,9 @@ Entry points (each two hops from here):
 """
 
 from . import datasets, errors
-from .connection import CrowdDB, QueryPlan, connect
 from .crowd import Platform, SimulatedCrowd
 from .errors import CrowdDBError
+from .session import CrowdDB, QueryPlan, connect
 from .udf import HumanOperator
 
 __version__ = "0.1.0"

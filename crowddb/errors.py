@@ -84,6 +84,17 @@ def duckdb_error(cls: type[CrowdDBError], err: duckdb.Error) -> CrowdDBError:
     return _with_duckdb_class(cls, type(err))(str(err))
 
 
+def from_duckdb(err: duckdb.Error) -> CrowdDBError:
+    """DuckDB's error as crowddb's (still catchable as DuckDB's own class): a missing column is an
+    UnknownColumnError, anything else a QueryError; crowddb's own errors pass unchanged."""
+    if isinstance(err, CrowdDBError):
+        return err
+    message = str(err).lower()
+    if isinstance(err, duckdb.BinderException) and "not found" in message and "column" in message:
+        return duckdb_error(UnknownColumnError, err)
+    return duckdb_error(QueryError, err)
+
+
 class StatementRefusedError(PrivacyError):
     """A statement of a kind that could move a protected value past crowddb's roles (MERGE, IMPORT DATABASE, a
     prepared statement, ...) is refused while anything is protected; nothing was run. The message names the way that

@@ -28,7 +28,7 @@ from sqlglot.schema import MappingSchema
 from . import _sql, replacement
 from ._sql import DIALECT
 from .errors import PrivacyError
-from .privacy import identity
+from .privacy import equality, identity
 from .privacy.functions import Functions
 from .store import composition, links, privacy
 from .store.roles import (
@@ -36,6 +36,7 @@ from .store.roles import (
     declare_roles,
     declared_tables,
     drop_column,
+    is_key,
     relation_kind,
     rename_column,
     rename_table,
@@ -85,7 +86,7 @@ def base_status(roles: TableRoles, column: str) -> Status:
     c, table = column.lower(), identity.display(roles.table)
     if c == (roles.ground_truth or "").lower():
         return Status(WITHHELD, reason=f"ground truth {table}.{column}", truth=True)
-    if c == (roles.key or "").lower() or (roles.key is None and c == "id"):
+    if roles.is_key(c):
         return Status(WITHHELD, reason=f"key {table}.{column}", key=True)
     if c in {s.lower() for s in roles.sensitive}:
         return Status(WITHHELD, reason=f"sensitive {table}.{column}")
@@ -323,7 +324,7 @@ class Lineage:
     def _table_status(self, table: str, column: str) -> Status:
         roles = self.roles(table)
         if roles is None:  # nothing declared on this table: published as it is (a column `id` is its key)
-            return (Status(WITHHELD, reason=f"key {table}.{column}", key=True) if column.lower() == "id"
+            return (Status(WITHHELD, reason=f"key {table}.{column}", key=True) if is_key(column, None)
                     else Status(RAW))
         if isinstance(roles, DerivedRoles) and column in roles.withheld:
             return Status(WITHHELD, reason=roles.withheld[column], truth=column == roles.ground_truth,
@@ -333,35 +334,14 @@ class Lineage:
     def _equalities(self, root: Scope, schema) -> dict[tuple[str, str], Status]:
         """Source columns the query equates (JOIN ... ON, USING, WHERE; transitively) share the worst status among
         them: a join partner's copy of a zip is the person's zip, of a key is the key."""
-        parent: dict[tuple[str, str], tuple[str, str]] = {}
-
-        def find(x):
-            while parent.setdefault(x, x) != x:
-                x = parent[x]
-            return x
-
+        pairs = []
         for scope in root.traverse():
             for eq in scope.find_all(exp.EQ, exp.NullSafeEQ):
                 sides = [self._sources_of(side, scope, schema) for side in (eq.this, eq.expression)]
-                for a in sides[0]:
-                    for b in sides[1]:
-                        parent[find(a)] = find(b)
-        if not parent:
-            return {}
-        classes: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for x in list(parent):
-            classes.setdefault(find(x), []).append(x)
-        out = {}
-        for members in classes.values():
-            if len(members) < 2:
-                continue
-            statuses = [self._table_status(t, c) for t, c in members]
-            worst = max(statuses, key=lambda s: s.level)
-            for (t, c), own in zip(members, statuses):
-                if worst.level > own.level:
-                    out[(t, c)] = dataclasses.replace(worst, truth=False, key=False,
-                                                      reason=f"equated with {worst.reason}")
-        return out
+                pairs += [(a, b) for a in sides[0] for b in sides[1]]
+        worse = equality.stricter(pairs, lambda m: self._table_status(*m), lambda s: s.level)
+        return {m: dataclasses.replace(s, truth=False, key=False, reason=f"equated with {s.reason}")
+                for m, s in worse.items()}
 
     def _sources_of(self, side: exp.Expression, scope: Scope, schema) -> list[tuple[str, str]]:
         """The source columns (table key, column) an expression of ``scope`` reads."""

@@ -13,12 +13,10 @@ import dataclasses
 import itertools
 from typing import Any
 
-import duckdb
 import numpy as np
 import pandas as pd
 import sqlglot
 from sqlglot import exp
-from sqlglot.optimizer.scope import TRAVERSABLES, Scope, traverse_scope
 
 from . import _sql
 from ._duck import arrow_select, registered, snapshot
@@ -28,7 +26,6 @@ from .errors import (
     BudgetExceededError,
     PrivacyBudgetError,
     PrivacyError,
-    SQLParseError,
     UnknownColumnError,
 )
 from .lineage import (
@@ -40,8 +37,8 @@ from .lineage import (
     base_tables,
     derived_roles,
     opaque_sources,
-    view_query,
 )
+from .operators import table_functions
 from .operators.columns import GOLD, WIDENED
 from .operators.context import OperatorContext
 from .operators.human import (
@@ -55,10 +52,14 @@ from .operators.human import (
     OperatorPlan,
     RowsOf,
 )
-from .operators.table_functions import CHARGES, READS, ArrowRows, TableFunction, TableInput, check_charged_unit
-from .privacy import identity, selection, serve, values
-from .replacement import table_function_inputs
+from .operators.table_functions import ArrowRows, TableInput, check_charged_unit
+from .privacy import equality, identity, selection, serve, values
+from .privacy.tracing import ROW_REF, hands_on_columns, row_identity, traced
+from .query import plan as planning
+from .query.plan import BoundCall, Step, answer_column, contains, split_arguments, visible_ctes
+from .query.text import is_human, is_table_function
 from .store import TableRoles, composition, privacy, relation_kind, resolve_table, roles_of, table_columns
+from .store.roles import is_default_key, is_key
 from .udf import HumanOperator
 
 _ID = "__crowd_id"
@@ -70,51 +71,6 @@ _SET_ANSWER = "__crowd_answer"  # their answer (prefixed: the lookup reads the q
 _MAX_GROUPING_SETS = 64  # each set is asked about on its own (every input row once per set)
 _counter = itertools.count(1)
 
-
-
-def literal_value(node: exp.Expression, what: str) -> Any:
-    """A Python value from a literal argument (string, number, boolean, NULL, list, struct); anything else is an
-    error."""
-    if isinstance(node, exp.Neg):
-        return -literal_value(node.this, what)
-    if isinstance(node, exp.Literal):
-        if node.is_string:
-            return node.this
-        text = node.this
-        try:
-            return int(text)
-        except ValueError:
-            return float(text)
-    if (isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string
-            and node.to.is_type(*exp.DataType.REAL_TYPES)):
-        return float(node.this.this)  # a NaN or inf parameter ('NaN'::DOUBLE), refused by the argument's binder
-    if isinstance(node, exp.Boolean):
-        return bool(node.this)
-    if isinstance(node, exp.Null):
-        return None
-    if isinstance(node, exp.Array):
-        return [literal_value(e, what) for e in node.expressions]
-    if isinstance(node, exp.Struct) and all(isinstance(e, exp.PropertyEQ) for e in node.expressions):
-        return {e.this.name: literal_value(e.expression, what) for e in node.expressions}  # {'key': value, ...}
-    if isinstance(node, (exp.Column, exp.Identifier)) and what.endswith("column"):
-        return node.name
-    raise ArgumentError(f"{what} must be a literal value, got {node.sql(DIALECT)!r}")
-
-
-def split_arguments(call: exp.Func, what: str) -> tuple[list[exp.Expression], dict[str, Any]]:
-    """Positional argument nodes, and named arguments (name := literal) as Python values."""
-    positional, named = [], {}
-    for arg in call.expressions:
-        if isinstance(arg, (exp.PropertyEQ, exp.Kwarg, exp.EQ)) and isinstance(arg.this, (exp.Identifier, exp.Column)):
-            name = arg.this.name.lower()
-            if name in named:
-                raise ArgumentError(f"{what}: argument {name!r} given twice")
-            named[name] = literal_value(arg.expression, f"{what}: argument {name!r}")
-        else:
-            if named:
-                raise ArgumentError(f"{what}: positional argument after named arguments")
-            positional.append(arg)
-    return positional, named
 
 
 @dataclasses.dataclass
@@ -131,28 +87,6 @@ class _Source:
     refs: np.ndarray | None = None  # ... and each of its rows' identity in that table (by the temp table's rowid)
     #: columns the planner added for a STRUCT column published as ``X.*``: column -> (X, the field it holds)
     fields: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass
-class Step:
-    """One step of a statement's plan: a table function (``node`` is its FROM item), or a SELECT (``node``) whose
-    human ``calls`` run together on its rows."""
-
-    node: exp.Expression
-    name: str
-    calls: list[exp.Anonymous]
-
-
-@dataclasses.dataclass
-class _BoundCall:
-    """A human operator call bound to its definition (``Planner.bind``)."""
-
-    op: Any                         # the registered HumanOperator
-    definition: Any                 # the same with the call's overrides applied
-    what: str                       # how errors name the call
-    columns: list[exp.Expression]   # the column arguments (or *)
-    args: dict[str, Any]            # the operator's own arguments (e.g. job)
-    named: dict[str, Any]           # the named overrides (method folded into the definition)
 
 
 @dataclasses.dataclass
@@ -177,12 +111,10 @@ class _GroupingSets:
 class Planner:
     """Rewrites one statement, running its crowd operators through ``ctx``."""
 
-    def __init__(self, ctx: OperatorContext, table_functions: dict[str, TableFunction], *,
-                 estimating: bool = False) -> None:
+    def __init__(self, ctx: OperatorContext, *, estimating: bool = False) -> None:
         """``estimating``: explain(): every step is run to estimate it, nothing is bought and no release recorded."""
         self.ctx = ctx
         self.estimating = estimating
-        self.table_functions = {k.lower(): v for k, v in table_functions.items()}
         self.temp_roles: dict[str, TableRoles] = {}  # roles of the derived inputs this planner materialized
         self.temps: list[str] = []  # every temp table this planner made (inputs, answers, table-function results)
         self.registered: list[str] = []  # every Arrow table it registered (table-function inputs and releases)
@@ -191,14 +123,13 @@ class Planner:
 
     # ------------------------------------------------------------------------------------------- detection
     def is_human(self, node: exp.Expression) -> bool:
-        return isinstance(node, exp.Anonymous) and node.name in self.ctx.registry
+        return is_human(node, self.ctx.registry)
 
     def is_table_function(self, node: exp.Expression) -> bool:
-        return (isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous)
-                and node.this.name.lower() in self.table_functions)
+        return is_table_function(node)
 
     def crowd_nodes(self, root: exp.Expression) -> list[exp.Expression]:
-        return [n for n in root.walk() if self.is_human(n) or self.is_table_function(n)]
+        return planning.crowd_nodes(root, self.ctx.registry)
 
     def has_crowd(self, root: exp.Expression) -> bool:
         return any(True for _ in self.crowd_nodes(root))
@@ -211,35 +142,15 @@ class Planner:
         return tree
 
     def plan(self, tree: exp.Expression) -> list[Step]:
-        """The statement's crowd operators as an ordered list of steps, innermost first: a table function, or a
-        SELECT with its human calls (tuple operators, then group operators), each call bound to its definition.
-        Pure: nothing runs, so a misplaced or nested operator is refused before the first step publishes anything."""
-        steps: list[Step] = []
-        # the tree does not change while it is planned: its CTE scopes are read once
-        scopes = CteScopes(tree) if isinstance(tree, TRAVERSABLES) else None
-        unread = scopes.unread(table_function_inputs(tree, frozenset(self.table_functions))) if scopes else []
-        # DuckDB never runs a CTE nothing reads: neither do its crowd operators (they would publish and pay for rows
-        # no result shows)
-        done = {id(n) for cte in unread for n in self.crowd_nodes(cte)}
-        while len(steps) <= 10_000:
-            ready = self._next_ready(tree, done, scopes)
-            if ready is None:
-                return steps
-            if self.is_table_function(ready):
-                steps.append(Step(ready, ready.this.name.upper(), []))
-                done.add(id(ready))
-                continue
-            calls = [n for n in self.crowd_nodes(ready) if self.is_human(n) and self._scope_of(n) is ready]
-            for call in calls:
-                if any(self.crowd_nodes(arg) for arg in call.expressions):
-                    raise ArgumentError(f"{call.name}: crowd operators cannot be nested inside its arguments")
-            calls.sort(key=lambda c: self.ctx.registry.get(c.name).kind == "group")
-            # issue 24: rows chosen (or grouped) by a protected column are refused before any step runs
-            selection.check(self.ctx.con, tree, ready, calls, is_human=self.is_human,
-                            group=self.ctx.registry.get(calls[-1].name).kind == "group")
-            steps.append(Step(ready, ", ".join(c.name for c in calls), calls))
-            done.update(id(c) for c in calls)
-        raise ArgumentError("too many crowd operators in one statement")  # pragma: no cover
+        """The statement's steps (``query.plan.steps``, pure), each SELECT's row selection checked before any step
+        runs: rows chosen (or grouped) by a protected column are refused (issue 24)."""
+        registry = self.ctx.registry
+        steps = planning.steps(tree, registry)
+        for step in steps:
+            if step.calls:
+                selection.check(self.ctx.con, tree, step.node, step.calls, is_human=self.is_human,
+                                group=registry.get(step.calls[-1].name).kind == "group")
+        return steps
 
     def execute(self, step: Step) -> None:
         """Run one step of the plan and splice its result into the tree."""
@@ -249,62 +160,10 @@ class Planner:
         else:
             self._run_table_function(step.node)
 
-    def _next_ready(self, tree: exp.Expression, done: set[int], scopes: CteScopes | None) -> exp.Expression | None:
-        """A crowd node not ``done`` whose inputs hold no other pending crowd node: a table function, or a SELECT
-        with human calls (``scopes``: the tree's CTE scopes)."""
-        def pending(root: exp.Expression) -> list[exp.Expression]:
-            return [n for n in self.crowd_nodes(root) if id(n) not in done]
-
-        nodes = pending(tree)
-        if not nodes:
-            return None
-        for node in sorted(nodes, key=lambda n: -n.depth):
-            if self.is_table_function(node):
-                inner = [n for n in pending(node.this) if n is not node]
-                if not inner and not self._pending_ctes(node, done, scopes):
-                    return node
-                continue
-            scope = node.find_ancestor(exp.Select)
-            if scope is None:
-                raise ArgumentError(f"{node.name}: a human operator must be used inside a SELECT")
-            for arg in node.expressions:
-                if self.crowd_nodes(arg):
-                    raise ArgumentError(f"{node.name}: crowd operators cannot be nested inside its arguments")
-            others = [n for n in pending(scope) if not (self.is_human(n) and self._scope_of(n) is scope)]
-            if not others and not self._pending_ctes(scope, done, scopes):
-                return scope
-        raise ArgumentError("cannot order the crowd operators of this statement (circular dependency)")
-
-    @staticmethod
-    def _scope_of(node: exp.Expression) -> exp.Select | None:
-        return node.find_ancestor(exp.Select)
-
-    def _referenced_ctes(self, node: exp.Expression, also: exp.Expression | None = None,
-                         scopes: CteScopes | None = None) -> list[exp.CTE]:
-        """CTEs visible from ``node`` that it (or the detached query ``also``) reads, transitively (``scopes``: the
-        tree's CTE scopes when the caller has them)."""
-        visible = scopes.visible(node) if scopes else visible_ctes(node)
-        seen: dict[str, exp.CTE] = {}
-        todo = [node] if also is None else [node, also]
-        while todo:
-            current = todo.pop()
-            for table in current.find_all(exp.Table):
-                name = table.name.lower()
-                if not table.args.get("db") and name in visible and name not in seen:
-                    seen[name] = visible[name]
-                    todo.append(visible[name].this)
-        ordered = [c for c in visible.values() if c.alias_or_name.lower() in seen]
-        return ordered
-
-    def _pending_ctes(self, node: exp.Expression, done: set[int], scopes: CteScopes | None) -> bool:
-        """Does ``node`` read a CTE (around it, not holding it) with a crowd operator not ``done`` yet?"""
-        return any(id(n) not in done for cte in self._referenced_ctes(node, scopes=scopes) if not _contains(cte, node)
-                   for n in self.crowd_nodes(cte.this))
-
     def _with_context(self, query: exp.Select, origin: exp.Expression) -> exp.Select:
         """``query`` with the CTEs it needs from around ``origin`` attached."""
         # the query is scanned too: a table function's input names a CTE as an argument, not as a table
-        ctes = [c for c in self._referenced_ctes(origin, also=query) if not _contains(c, origin)]
+        ctes = [c for c in planning.referenced_ctes(origin, also=query) if not contains(c, origin)]
         query = query.copy()
         # a CTE of a WITH RECURSIVE may read itself: the WITH it is carried into stays recursive
         recursive = any(isinstance(c.parent, exp.With) and c.parent.args.get("recursive") for c in ctes)
@@ -369,13 +228,14 @@ class Planner:
     # ------------------------------------------------------------------------------------- table functions
     def _run_table_function(self, node: exp.Table) -> None:
         call: exp.Anonymous = node.this
-        name = call.name.lower()
-        positional, named = split_arguments(call, name.upper())
+        spec = table_functions.TABLE_FUNCTIONS[call.name.lower()]
+        name = spec.sql_name
+        positional, named = split_arguments(call, name)
         if not positional:
-            raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery)")
+            raise ArgumentError(f"{name}: the first argument must be a table name or a (subquery)")
         source = positional[0]
         if len(positional) > 1:
-            raise ArgumentError(f"{name.upper()}: only the input is positional; pass the rest as name := value")
+            raise ArgumentError(f"{name}: only the input is positional; pass the rest as name := value")
         table_name = kind = None
         if isinstance(source, exp.Subquery):
             query = self._with_context(source.this, node)
@@ -386,16 +246,18 @@ class Planner:
                 relation = identity.Identities(self.ctx.con).of(spelt)
                 if relation is None:
                     # DuckDB would read a missing name ending in .csv as a file (and quote its first line in errors)
-                    raise UnknownColumnError(f"{name.upper()}: no table, view or CTE named {spelt.sql(DIALECT)!r}")
+                    raise UnknownColumnError(f"{name}: no table, view or CTE named {spelt.sql(DIALECT)!r}")
                 kind, table_name, table = "view" if relation.view else "table", relation.key, relation.ref()
             query = self._with_context(exp.select("*").from_(table), node)
         else:
-            raise ArgumentError(f"{name.upper()}: the first argument must be a table name or a (subquery), "
+            raise ArgumentError(f"{name}: the first argument must be a table name or a (subquery), "
                                 f"got {source.sql(DIALECT)!r}")
-        reads = READS.get(name, lambda named: None)(named)
+        if spec.table_input and kind != "table":
+            raise ArgumentError(f"{name}: the first argument must be a table's name ({spec.table_input})")
+        reads = spec.reads(named)
         traced_table = bases = None
         untraced = query
-        if name == "anonymize":  # a k-anonymous release: its rows go in the privacy ledger, by their identity
+        if spec.traced:  # a k-anonymous release: its rows go in the privacy ledger, by their identity
             self._refuse_untraceable(name, query, "release")
             bases = base_tables(self.ctx.con, query)
             query, traced_table = traced(self.ctx.con, query)
@@ -405,8 +267,8 @@ class Planner:
         rows.ledger_table = traced_table
         roles = self._relation_roles(table_name, untraced, rows.columns, kind)
         charge, charged, spend = None, [], None
-        if name in CHARGES:  # the epsilon budget: the charge is declared and checked before any noise is drawn
-            charge = CHARGES[name](rows, named)
+        if spec.charge is not None:  # the epsilon budget: the charge is declared and checked before any noise is drawn
+            charge = spec.charge(rows, named)
             if charge is not None:
                 if not self.estimating:  # issue 24: a ROLLBACK would take back the charge, not what the caller saw
                     privacy.refuse_in_transaction(self.ctx.con, charge.operator)
@@ -420,28 +282,21 @@ class Planner:
                     if not self.estimating:
                         raise
                     spend = [{"table": t, "refused": str(refused)} for t in charged]  # explain() says so
-        result = self.table_functions[name](self.ctx, rows, named, roles)
+        result = spec.run(self.ctx, rows, named, roles)
         ledger = []
         if bases is not None and result.release is not None:
             ledger = [(traced_table, result.release.published)] if traced_table else [(t, None) for t in bases]
             for table, published in ledger if self.estimating else ():  # a run is checked as it is recorded
                 composition.check(self.ctx.con, table, "release:next", result.release.k or 1, published)
-        if name in CHARGES and charge is None and result.release is not None and result.release.epsilon is not None:
-            raise PrivacyError(f"{name.upper()}: internal error: a DP release whose charge could not be declared; "
+        if spec.charge is not None and charge is None and result.release is not None and result.release.epsilon is not None:
+            raise PrivacyError(f"{name}: internal error: a DP release whose charge could not be declared; "
                                "nothing was recorded")  # fail closed: never an uncharged release
         if spend is not None:  # explain() shows it too
             result.report["privacy_charge"] = spend
-        if name == "privacy_budget" and kind != "table":
-            raise ArgumentError("PRIVACY_BUDGET: the first argument must be a table's name (budgets are per table)")
         if result.release is not None and not self.estimating:  # explain() records nothing
             release = result.release
-            if release.kind == "privacy_budget":  # a logged act on the budget, not a release
-                if release.method == "reset":
-                    self.ctx.store.reset_privacy_budget(table_name, release.params["unit"])
-                else:
-                    self.ctx.store.set_privacy_budget(table_name, epsilon=release.epsilon, delta=release.delta,
-                                                      unit=release.params["unit"],
-                                                      composition=release.params["composition"])
+            if spec.act is not None:  # a logged act on the table, not a release
+                spec.act(self.ctx.store, table_name, release)
             elif charge is not None:  # the release and its charges in one transaction
                 result.report["release_id"] = self.ctx.store.log_charged_release(
                     tables=charged, charge=charge, kind=release.kind, method=release.method, k=release.k,
@@ -629,35 +484,12 @@ class Planner:
         finally:
             con.execute(f"DROP TABLE IF EXISTS {full}").fetchall()
         item.replace(_sql.table(temp, alias))
-        if _hands_on_columns(with_refs):  # its rows are the table's, column for column: widening may read more
+        if hands_on_columns(with_refs):  # its rows are the table's, column for column: widening may read more
             self.plain_temps.add(temp)
         return temp, of, refs
 
-    def bind(self, call: exp.Anonymous) -> _BoundCall:
-        """A human operator call checked against its definition: named overrides, the operator's own arguments, the
-        question they fill in. Pure: nothing runs, so a statement's calls are all bound before its first HIT."""
-        op = self.ctx.registry.get(call.name)
-        what = f"{op.name}(...)"
-        positional, named = split_arguments(call, what)
-        n_own = len(op.arguments)
-        if len(positional) <= n_own:  # at least one column (or *), then the operator's own arguments
-            own = f", then its argument(s) {[a for a, _ in op.arguments]}" if n_own else ""
-            raise ArgumentError(f"{what}: name the columns to publish, or * for the published columns{own}")
-        columns_args, own_args = positional[: len(positional) - n_own], positional[len(positional) - n_own:]
-        args = {}
-        for (arg_name, arg_type), node in zip(op.arguments, own_args):
-            value = literal_value(node, f"{what}: argument {arg_name!r}")
-            if arg_type == "VARCHAR" and not isinstance(value, str):
-                raise ArgumentError(f"{what}: argument {arg_name!r} must be a string, got {value!r}")
-            args[arg_name] = value
-        method = named.pop("method", None)  # every override is checked (udf.check_override) as it is applied
-        definition = op.with_overrides({**named, **({"method": method} if method else {})})
-        try:
-            definition.question.format(**args)
-        except (KeyError, IndexError, ValueError) as err:
-            raise ArgumentError(f"{what}: its question {definition.question!r} cannot be filled in with the "
-                                f"arguments {args}: {type(err).__name__} {err}") from None
-        return _BoundCall(op, definition, what, columns_args, args, named)
+    def bind(self, call: exp.Anonymous) -> BoundCall:
+        return planning.bind(call, self.ctx.registry)
 
     def validate(self, statement: exp.Expression) -> None:
         """Bind every human operator call of ``statement`` (see ``bind``), before any of them runs or pays."""
@@ -775,7 +607,7 @@ class Planner:
             return rows  # (ANONYMIZE reports the bad k)
         _, extra = self._to_widen(table, rows.row_refs, k)
         relation = identity.of_key(self.ctx.con, table) if len(extra) else None
-        if relation is None or relation.view or not _hands_on_columns(query):
+        if relation is None or relation.view or not hands_on_columns(query):
             return rows
         alias = "__crowd_w"
         stored = exp.select(exp.Star()).from_(relation.ref(alias))
@@ -1107,7 +939,7 @@ class Planner:
         if group:
             key = next(((s, s.roles.key) for s in sources if s.roles.key), None)
             if key is None:
-                key = next(((s, c) for s in sources for c in s.columns if c.lower() == "id"), None)
+                key = next(((s, c) for s in sources for c in s.columns if is_key(c, None)), None)
             if key is not None:
                 key_expr = exp.column(key[1], table=key[0].alias, quoted=True)
         return truth_expr, key_expr
@@ -1276,88 +1108,6 @@ class Planner:
 
 
 # ------------------------------------------------------------------------------------------------- helpers
-def answer_column(call: exp.Anonymous, value: exp.Expression) -> exp.Expression:
-    """What replaces an operator call: ``value``, named after the operator when the call is itself an unaliased
-    select item (as Postgres names a function's column), so the name never shows the planner's internals."""
-    parent = call.parent
-    if isinstance(parent, exp.Select) and any(e is call for e in parent.expressions):
-        return exp.alias_(value, call.name.lower(), quoted=True)
-    return value
-
-
-def visible_ctes(node: exp.Expression) -> dict[str, exp.CTE]:
-    """The CTEs ``node`` can read (see ``CteScopes``), keyed by lower-case name."""
-    top = None
-    for ancestor in _ancestors(node):
-        if isinstance(ancestor, TRAVERSABLES):
-            top = ancestor
-    return {} if top is None else CteScopes(top).visible(node)
-
-
-class CteScopes:
-    """Which CTEs each node of a statement can read, by sqlglot's scope analysis (``Scope.cte_sources``: every
-    enclosing WITH, the innermost winning; a CTE's body sees only the CTEs before it).
-
-    sqlglot compares names as written and DuckDB ignores their case, so the scopes are built over a copy whose
-    identifiers are lower-cased, and its CTEs are mapped back to the tree's own nodes (the copy has the same shape)."""
-
-    def __init__(self, top: exp.Expression) -> None:
-        self._top = top
-        copy = top.copy()
-        pairs = list(zip(top.walk(), copy.walk()))
-        self._original = {id(c): o for o, c in pairs}
-        self._counterpart = {id(o): c for o, c in pairs}
-        for ident in copy.find_all(exp.Identifier):
-            ident.set("this", ident.this.lower())
-        try:
-            self._scopes = {id(s.expression): s for s in traverse_scope(copy)}
-        except sqlglot.errors.SqlglotError as err:
-            raise SQLParseError(f"cannot tell which WITH names this query reads ({err}); name its CTEs apart from "
-                                "its tables") from None
-
-    def visible(self, node: exp.Expression) -> dict[str, exp.CTE]:
-        counterpart = self._counterpart.get(id(node))
-        scope = None if counterpart is None else next(
-            (self._scopes[id(a)] for a in _ancestors(counterpart) if id(a) in self._scopes), None)
-        if scope is None:
-            return {}
-        out: dict[str, exp.CTE] = {}
-        for name, source in scope.cte_sources.items():
-            cte = source.expression.find_ancestor(exp.CTE) if isinstance(source, Scope) else None
-            if cte is not None and id(cte) in self._original:
-                out[name] = self._original[id(cte)]
-        return out
-
-    def unread(self, inputs: list[exp.Column]) -> list[exp.CTE]:
-        """The CTEs of the statement that nothing reads: not the statement, nor a CTE it reads (transitively).
-        ``inputs``: table-function inputs, which name a CTE as a column argument."""
-        refs = [t for t in self._top.find_all(exp.Table) if not t.args.get("db")] + inputs
-        ctes = list(self._top.find_all(exp.CTE))
-        read: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for ref in refs:
-                if any(isinstance(a, exp.CTE) and id(a) not in read for a in _ancestors(ref.parent)):
-                    continue  # inside a CTE not (yet) known to be read
-                cte = self.visible(ref).get(ref.name.lower())
-                if cte is not None and id(cte) not in read:
-                    read.add(id(cte))
-                    changed = True
-        return [c for c in ctes if id(c) not in read]
-
-
-def _ancestors(node: exp.Expression):
-    current = node
-    while current is not None:
-        yield current
-        current = current.parent
-
-
-def _contains(outer: exp.Expression, inner: exp.Expression) -> bool:
-    return any(a is outer for a in _ancestors(inner))
-
-
 def _as_table(name: exp.Expression) -> exp.Table:
     """A table function's first argument (a column, an identifier or a table, as sqlglot parsed the name) as the
     table reference it spells, qualifiers included."""
@@ -1388,7 +1138,7 @@ def _rename_roles(roles: TableRoles, table: str) -> TableRoles:
 
 def _is_default_key(source: _Source, column: str) -> bool:
     """Without a declared key, a column named ``id`` is treated as the row's key (a direct identifier)."""
-    return source.roles.key is None and column.lower() == "id"
+    return is_default_key(column, source.roles.key)
 
 
 def _equated_roles(scope: exp.Select, sources: list[_Source]) -> list[_Source]:
@@ -1420,17 +1170,18 @@ def _equated_roles(scope: exp.Select, sources: list[_Source]) -> list[_Source]:
         return sources
     qi = [{c.lower(): s.roles.kinds.get(c) for c in s.roles.quasi_identifiers} for s in sources]
     hidden = [{c.lower() for c in s.roles.protected} for s in sources]
-    changed = True
-    while changed:  # to a fixpoint: roles travel along chains of equalities
-        changed = False
-        for (i, a), (j, b) in pairs:
-            if b.lower() in hidden[j] and a.lower() not in hidden[i]:
-                hidden[i].add(a.lower())
-                qi[i].pop(a.lower(), None)
-                changed = True
-            elif b.lower() in qi[j] and a.lower() not in qi[i] and a.lower() not in hidden[i]:
-                qi[i][a.lower()] = qi[j][b.lower()]
-                changed = True
+
+    def verdict(member: tuple[int, str]) -> tuple[int, str | None]:  # (2: protected, 1: a QI of its kind, 0: raw)
+        i, c = member
+        return (2, None) if c in hidden[i] else (1, qi[i][c]) if c in qi[i] else (0, None)
+
+    lowered = [((i, a.lower()), (j, b.lower())) for (i, a), (j, b) in pairs]
+    for (i, c), (level, kind) in equality.stricter(lowered, verdict, lambda v: v[0]).items():
+        if level == 2:
+            hidden[i].add(c)
+            qi[i].pop(c, None)
+        else:
+            qi[i][c] = kind
     out = []
     for s, q, h in zip(sources, qi, hidden):
         by_lower = {c.lower(): c for c in s.columns}
@@ -1472,7 +1223,7 @@ def _field_reason(source: _Source, column: str) -> str:
     if column.lower() in {q.lower() for q in source.roles.quasi_identifiers}:
         return ""
     reason = _withheld_reason(source, column)
-    if not reason and source.fields[column][1].lower() == "id" and source.roles.key is None:
+    if not reason and is_default_key(source.fields[column][1], source.roles.key):
         return f"key {source.fields[column][1]} (a column named id is the key unless one is declared)"
     return reason
 
@@ -1523,22 +1274,6 @@ def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
     return n_a == n_b and len(pd.unique(a * (int(b.max()) + 1) + b)) == n_a
 
 
-def parse(sql: str) -> list[exp.Expression]:
-    """Parse SQL text into statements, with a crowddb error that names the problem."""
-    try:
-        return [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
-    except sqlglot.errors.SqlglotError as err:
-        try:  # DuckDB's own words for a typo, as plain SQL would get them ("syntax error at or near ...")
-            duckdb.extract_statements(sql)
-        except duckdb.ParserException as duck:
-            raise SQLParseError(str(duck)) from None
-        except duckdb.Error:
-            pass
-        first = (getattr(err, "errors", None) or [{}])[0]  # a TokenError carries no positions
-        where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
-        raise SQLParseError(f"malformed SQL{where}: {first.get('description', err)}") from None
-
-
 def _rows_of(published: list[tuple[str, exp.Expression]], qi: set[str], sources: list[_Source]) -> RowsOf | None:
     """Whose rows a call's quasi-identifiers are, for the privacy ledger: one base table's (in the frame's identity
     column of that source, which ``_run_call`` turns into ``row_identity``; or through a traced temp table's
@@ -1555,110 +1290,3 @@ def _rows_of(published: list[tuple[str, exp.Expression]], qi: set[str], sources:
         return RowsOf((source.of,), f"{_ID}{i}", source.refs)
     tables = tuple(dict.fromkeys(t for _, s in (owners or list(enumerate(sources))) for t in s.bases))
     return RowsOf(tables, None)
-
-
-ROW_REF = "__crowd_row_ref"
-# parts of a SELECT that make its rows other than its FROM item's rows, one by one
-_NOT_ROW_BY_ROW = ("joins", "group", "distinct", "having", "qualify", "laterals", "pivots", "windows", "connect")
-
-
-def traced(con, query: exp.Expression) -> tuple[exp.Expression, str | None]:
-    """``query`` with a column ``ROW_REF`` holding the identity (``row_identity``) of the base-table row each of its
-    rows is, and that table, when it reads one base table row by row, through views, CTEs and subqueries (each a
-    SELECT with a WHERE, ORDER BY or LIMIT at most: no join, GROUP BY, DISTINCT, aggregate, window or set operation);
-    else ``query`` unchanged and None. The lineage of rows the privacy ledger needs, as ``lineage`` is the lineage of columns."""
-    copy = query.copy()
-    table = _trace(con, copy, {}, frozenset())
-    return (copy, table) if table is not None else (query, None)
-
-
-def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozenset[str]) -> str | None:
-    """Add ``ROW_REF`` to ``select`` in place (and to the CTE definitions and inlined views it reads); returns the
-    base table, or None (then nothing was changed that the caller keeps: it works on a copy). A UNION ALL whose
-    branches each read the same table row by row is that table's rows (``_trace_union``)."""
-    if isinstance(select, exp.Union):
-        return _trace_union(con, select, ctes, seen)
-    if (not isinstance(select, exp.Select) or any(select.args.get(part) for part in _NOT_ROW_BY_ROW)
-            or any(e.find(exp.AggFunc, exp.Window) for e in select.expressions)):
-        return None  # (a WHERE filters rows one by one, whatever it reads; an aggregate or window in the list does not)
-    with_ = select.args.get("with_") or select.args.get("with")  # sqlglot renamed it
-    if with_ is not None:
-        if with_.args.get("recursive"):
-            return None
-        ctes = {**ctes, **{c.alias_or_name.lower(): c for c in with_.expressions}}
-    from_ = select.args.get("from_") or select.args.get("from")
-    item = from_.this if from_ is not None else None
-    alias = item.alias_or_name if item is not None else ""
-    star = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
-               for e in select.expressions)
-    if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
-        name = item.name.lower()
-        if not item.args.get("db") and name in ctes:
-            if name in seen:
-                return None
-            table = _trace(con, ctes[name].this, ctes, seen | {name})
-            ref = exp.column(ROW_REF, table=alias, quoted=True)
-        else:
-            relation = identity.Identities(con).of(item)  # however spelt: main.adult is adult
-            if relation is not None and not relation.view:
-                table, star = relation.key, False  # a table's * does not bring its rowid
-                ref = row_identity(con, relation.key, alias)
-            elif relation is not None and relation.key.lower() not in seen:
-                definition = view_query(con, relation.key)
-                if definition is None:
-                    return None
-                table = _trace(con, definition, {}, seen | {relation.key.lower()})
-                if table is not None:  # the view inlined, so its rows can carry their identity
-                    item.replace(exp.Subquery(this=definition, alias=exp.TableAlias(
-                        this=exp.to_identifier(alias, quoted=True))))
-                ref = exp.column(ROW_REF, table=alias, quoted=True)
-            else:
-                return None
-    elif isinstance(item, exp.Subquery):
-        table = _trace(con, item.this, ctes, seen)
-        ref = exp.column(ROW_REF, table=alias, quoted=True)
-    else:
-        return None
-    if table is not None and not star:  # a * over a traced relation brings ROW_REF along
-        select.select(exp.alias_(ref, ROW_REF, quoted=True), copy=False)
-    return table
-
-
-def _hands_on_columns(query: exp.Query) -> bool:
-    """Does every SELECT of ``query`` (outside its WHERE clauses) project ``*`` or stored columns under their own
-    names? Then its rows are the table's rows, column for column, and more of them can be read from the table."""
-    for select in query.find_all(exp.Select):
-        if select.find_ancestor(exp.Where) is not None:
-            continue
-        for e in select.expressions:
-            inner = e.this if isinstance(e, exp.Alias) else e
-            if isinstance(e, exp.Alias) and e.alias == ROW_REF:
-                continue
-            if not (isinstance(inner, exp.Star) or (isinstance(inner, exp.Column)
-                                                     and (isinstance(inner.this, exp.Star) or e.alias_or_name == inner.name))):
-                return False
-    return True
-
-
-def _trace_union(con, union: exp.Union, ctes: dict[str, exp.CTE], seen: frozenset[str]) -> str | None:
-    """``_trace`` of a UNION ALL: each branch traced, ROW_REF last in each (so it lines up by position and by name);
-    the table when every branch reads the same one. UNION (DISTINCT) merges rows, so it is not row by row."""
-    if union.args.get("distinct") or (union.args.get("with_") or union.args.get("with")) is not None:
-        return None
-    tables = {_trace(con, side.this if isinstance(side, exp.Subquery) else side, ctes, seen)
-              for side in (union.this, union.expression)}
-    if len(tables) != 1 or None in tables:
-        return None
-    return tables.pop()
-
-
-def row_identity(con, table: str, alias: str) -> exp.Expression:
-    """A row's identity in the privacy ledger (``composition.identity`` names it): its declared key, hashed to a
-    BIGINT (stable whatever DuckDB does to rowids), or its rowid when the table declares no key (which a checkpoint
-    renumbers after deletes)."""
-    key = roles_of(con, table).key
-    if not key:
-        return exp.column("rowid", table=alias, quoted=True)
-    hashed = exp.BitwiseRightShift(this=exp.func("hash", exp.column(key, table=alias, quoted=True)),
-                                   expression=exp.Literal.number(1))
-    return exp.cast(hashed, "BIGINT")

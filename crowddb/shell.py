@@ -39,9 +39,9 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from . import __version__, connect
-from .connection import CrowdDB
 from .errors import CrowdDBError
-from .operators.table_functions import TABLE_FUNCTIONS
+from .operators import table_functions
+from .session import CrowdDB
 from .store import Store
 
 __all__ = ["HISTORY_ENV", "MODES", "Shell", "ends_statement", "error_line", "interrupted", "interrupted_line",
@@ -341,7 +341,7 @@ class Shell:
                 if not self._confirm(f"Spend {cost} on {hits}? [y/N] "):
                     print("Nothing was run.", file=self.out)
                     return True
-            if named or _calls(tokens, TABLE_FUNCTIONS):
+            if named or _calls(tokens, table_functions.names()):
                 return self._crowd(sql, tokens, last_run(db) if human else None)
             return self._plain(sql, tokens)
         except KeyboardInterrupt:  # while explain() estimated it, or while asking
@@ -536,7 +536,7 @@ class Shell:
                 "SELECT DISTINCT column_name FROM duckdb_columns() WHERE database_name IN (current_database(), 'temp') "
                 "AND NOT starts_with(table_name, '__crowd') ORDER BY 1").fetchall()]
             words += [(n, "operator") for n in sorted(self.db.registry.names())]
-            words += [(n.upper(), "table function") for n in sorted(TABLE_FUNCTIONS)]
+            words += [(n.upper(), "table function") for n in sorted(table_functions.names())]
             words += [(k.upper(), "keyword") for (k,) in con.execute(
                 "SELECT keyword_name FROM duckdb_keywords() ORDER BY 1").fetchall()]
             self._words = words

@@ -7,7 +7,7 @@ import math
 import numbers
 import string
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +50,6 @@ OVERRIDES: dict[str, Param] = {
     "gold_drop": Param(bool, nullable=False),
     "gold_table": Param(str, nullable=False),
 }
-#: names a human operator may not take: the table functions' (a definition named so would shadow them)
-RESERVED_NAMES = ("truth_discover", "private_synth", "anonymize")
 #: the value of a definition's ``domain`` that means "the distinct values of the input's ground-truth column"
 GROUND_TRUTH_DOMAIN = "ground_truth"
 
@@ -159,10 +157,6 @@ class HumanOperator:
                 raise ArgumentError(f"{where}: {field} must be a string, got {getattr(self, field)!r}")
         if not self.name.isidentifier():
             raise ArgumentError(f"{where}: name must be an SQL identifier")
-        if self.name.lower() in RESERVED_NAMES:
-            raise ArgumentError(f"{where}: the name {self.name!r} is taken by the table function "
-                                f"{self.name.upper()}(...); name the operator otherwise (reserved: "
-                                f"{', '.join(n.upper() for n in RESERVED_NAMES)})")
         if self.kind not in KINDS:
             raise ArgumentError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
         self._check_arguments(where)
@@ -300,11 +294,14 @@ def load_file(path: str | Path) -> HumanOperator:
 
 
 class Registry:
-    """Human operators by (case-insensitive) name: the shipped ones, plus user folders and objects."""
+    """Human operators by (case-insensitive) name: the shipped ones, plus user folders and objects. ``reserved``
+    gives the names no operator may take (the table functions': a definition named so would shadow one)."""
 
-    def __init__(self, paths: Iterable[str | Path] = ()) -> None:
+    def __init__(self, paths: Iterable[str | Path] = (), *,
+                 reserved: Callable[[], frozenset[str]] = frozenset) -> None:
         self._ops: dict[str, HumanOperator] = {}
         self._names: frozenset[str] = frozenset()
+        self._reserved = reserved
         for path in (shipped_dir("udfs"), *paths):
             self.add_path(path)
 
@@ -321,12 +318,22 @@ class Registry:
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ArgumentError(f"{path}: more than one definition of {repeated}")
+        for op in ops:  # all of them, or none
+            self._refuse_reserved(op)
         for op in ops:
             self.add(op)
         return ops
 
+    def _refuse_reserved(self, op: HumanOperator) -> None:
+        reserved = self._reserved()
+        if op.name.lower() in reserved:
+            raise ArgumentError(f"human operator {op.name!r} ({op.source}): the name {op.name!r} is taken by the table "
+                                f"function {op.name.upper()}(...); name the operator otherwise (reserved: "
+                                f"{', '.join(sorted(n.upper() for n in reserved))})")
+
     def add(self, op: HumanOperator) -> None:
         """Register (or replace) one operator."""
+        self._refuse_reserved(op)
         self._ops[op.name.lower()] = op
         self._names = frozenset(self._ops)
 

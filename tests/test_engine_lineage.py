@@ -99,10 +99,11 @@ def test_a_crowd_query_that_creates_a_table_carries_the_input_roles(db):
 
 
 def test_plain_sql_is_not_parsed_unless_it_may_fill_a_table(db, monkeypatch):
-    from crowddb import connection
+    from crowddb.query import plain, text
 
-    calls, original = [], connection.parse
-    monkeypatch.setattr(connection, "parse", lambda sql: calls.append(sql) or original(sql))
+    calls, original = [], text.parse
+    monkeypatch.setattr(plain, "parse", lambda sql: calls.append(sql) or original(sql))
+    monkeypatch.setattr(text, "parse", lambda sql: calls.append(sql) or original(sql))
     db.sql("SELECT count(*) FROM people WHERE hobby = 'create table x as select'").fetchall()
     db.sql("INSERT INTO crowddb_columns SELECT * FROM crowddb_columns WHERE false")
     assert calls == ["INSERT INTO crowddb_columns SELECT * FROM crowddb_columns WHERE false"]

@@ -9,7 +9,6 @@ import pytest
 import sqlglot
 
 import crowddb
-from crowddb.operators.table_functions import TABLE_FUNCTIONS
 from crowddb.planner import Planner
 
 from conftest import RecordingCrowd, people_frame
@@ -25,7 +24,7 @@ def recorded():
 
 
 def _plan(db, sql: str):
-    planner = Planner(db._context(sql), TABLE_FUNCTIONS)
+    planner = Planner(db._state.context(sql))
     return planner.plan(sqlglot.parse_one(sql, read="duckdb"))
 
 

@@ -16,7 +16,7 @@ from conftest import RecordingCrowd, people_frame
 
 import crowddb
 from crowddb.errors import PrivacyError
-from crowddb.planner import ROW_REF, traced
+from crowddb.privacy.tracing import ROW_REF, traced
 from crowddb.store.composition import BOX_SEPARATOR
 
 ROLES = {"quasi_identifiers": ["age", "sex", "zip"], "sensitive": ["salary"], "ground_truth": "job", "key": "id"}

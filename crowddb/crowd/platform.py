@@ -46,12 +46,34 @@ ProgressFn = Callable[[int], None]
 
 
 class Platform(abc.ABC):
-    """Where HITs go. A real marketplace implements publish/collect; the simulated crowd answers in-process."""
+    """Where HITs go. A real marketplace implements publish/collect; the simulated crowd answers in-process.
+
+    Besides the four required methods a platform may have optional capabilities, declared here with the defaults of
+    a platform that has none (as datasette declares its hooks): ``needs_knowledge``, ``bind``, ``finished``,
+    ``shows_tradeoff`` with ``show_tradeoff``. crowddb calls them unconditionally; override what yours offers."""
 
     name: str = "platform"
     #: capability: answers only from a ground-truth column of the input (``knowledge``), as a simulated crowd does;
     #: crowddb refuses, before anything is recorded or published, a purchase whose input has none
     needs_knowledge: bool = False
+    #: capability: a requester page that shows a query's k trade-off before it runs (``show_tradeoff``); crowddb
+    #: estimates the trade-off only for a platform that shows it
+    shows_tradeoff: bool = False
+
+    def bind(self, database_path: str | None) -> None:
+        """Called once when a session opens ``database_path`` (None: an in-memory database), before anything is
+        published: a platform that keeps state beside the database (the web crowd's marketplace file) opens it here.
+        Default: nothing to keep."""
+
+    def finished(self, hit_ids: list[str]) -> set[str] | None:
+        """The HITs among ``hit_ids`` whose assignments are all in (people answered while no session was open):
+        crowddb collects them when a session opens the database. None (the default): this platform cannot tell, and
+        the reruns of their queries collect them."""
+        return None
+
+    def show_tradeoff(self, query: str, tradeoff: pd.DataFrame) -> None:
+        """Show ``query``'s k trade-off (``CrowdDB.tradeoff``: one row per k and operator) on the requester page;
+        called only when ``shows_tradeoff`` is True. Default: no page."""
 
     @abc.abstractmethod
     def workers(self) -> pd.DataFrame:

@@ -51,11 +51,9 @@ def collect_finished(store: Store, platform: Platform) -> int:
     was open, through ``crowddb serve``): collected and put on record now, when a session opens the database, as the
     rerun of their query would. A platform that cannot tell which HITs are finished (no ``finished``) is left to the
     reruns. Returns how many HITs were collected."""
-    finished = getattr(platform, "finished", None)
-    if not callable(finished):
-        return 0
     published = store.published_hits(platform.name)
-    ids = sorted(finished(published)) if published else []
+    finished = platform.finished(published) if published else None
+    ids = sorted(finished) if finished else []
     if not ids:
         return 0
     record_earlier(store, platform, ids, platform.collect(ids))
@@ -154,7 +152,7 @@ class Purchase:
         """Why the platform could not answer HITs of this call (a simulated crowd without a ground-truth column to
         answer from), or None; explain() says the same (``HumanOperatorRun._plan_call``)."""
         platform = self.ctx.platform
-        if knowledge is None and getattr(platform, "needs_knowledge", False):
+        if knowledge is None and platform.needs_knowledge:
             return (f"{self.op.name}: the {platform.name} crowd answers from a ground-truth column of the input, and "
                     "this input has none: declare one (role 'ground_truth', e.g. load_frame(..., ground_truth='job')) "
                     "or connect to a platform of real people (crowddb.connect(platform=WebCrowd(...)))")

@@ -40,7 +40,7 @@ from sqlglot.schema import MappingSchema
 from .. import _sql, replacement
 from .._sql import DIALECT
 from ..errors import ArgumentError, PrivacyError
-from ..store.roles import TableRoles, declared_tables, relation_kind, roles_of
+from ..store.roles import DEFAULT_KEY, TableRoles, declared_tables, relation_kind, roles_of
 from .functions import Functions
 
 #: what a refusal says is allowed instead
@@ -431,7 +431,7 @@ class _Statement:
         c = column.lower()
         if c == (roles.ground_truth or "").lower():
             return _Protected("truth", f"the ground truth {roles.table}.{roles.ground_truth}", column)
-        if c == (roles.key or "").lower() or (roles.key is None and c == "id"):
+        if roles.is_key(c):
             return _Protected("key", f"the key {roles.table}.{column}", column)
         if c in {s.lower() for s in roles.sensitive}:
             return _Protected("sensitive", f"the sensitive column {roles.table}.{column}", column)
@@ -660,7 +660,7 @@ class _Statement:
                 if roles is not None:
                     protected.setdefault("rowid", f"the row identity {roles.table}.rowid")
                     if roles.key is None:
-                        protected.setdefault("id", f"the key {roles.table}.id")
+                        protected.setdefault(DEFAULT_KEY, f"the key {roles.table}.{DEFAULT_KEY}")
         for select in [scope, *scope.find_all(exp.Select)]:
             for part in ("where", "joins", "having", "qualify", "order", "distinct", "group"):
                 value = select.args.get(part)

@@ -9,8 +9,8 @@ least k rows, k the smallest among the releases that published it.
 
 The ledger: ``crowddb_ledger``, one row per (release, table): the release ('run:<id>' for a crowd run, 'release:<id>'
 for ANONYMIZE), its k, and whether its rows could be tied to the table's; ``crowddb_published``, one row per (release,
-row): the row's identity (its table's declared key, hashed, else its rowid: ``planner.row_identity``, through views,
-CTEs and subqueries: ``planner.traced``) and its box as published;
+row): the row's identity (its table's declared key, hashed, else its rowid: ``privacy.tracing.row_identity``, through views,
+CTEs and subqueries: ``privacy.tracing.traced``) and its box as published;
 ``crowddb_row_history``, one row per published table row: its history (the XOR of a 128-bit hash of each of its
 entries) and the smallest k promised to it. A release whose rows crowddb cannot tie to one table's rows (its
 quasi-identifiers come from a join of tables, an aggregate, a set operation) is recorded without rows: the guard then
@@ -100,7 +100,7 @@ def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows
 
 
 def identity(con: duckdb.DuckDBPyConnection, table: str) -> str:
-    """How the ledger tells ``table``'s rows apart (``planner.row_identity``): 'key:<column>' or 'rowid'. A table
+    """How the ledger tells ``table``'s rows apart (``privacy.tracing.row_identity``): 'key:<column>' or 'rowid'. A table
     that shares another's ledger (``links``) tells its rows apart as its root does when it holds the root's key
     unchanged; else its rows cannot be tied to the root's, and its releases are refused."""
     key = roles_of(con, table).key

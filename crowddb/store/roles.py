@@ -34,12 +34,30 @@ class TableRoles:
     ground_truth: str | None = None
     key: str | None = None
 
+    def is_key(self, column: str) -> bool:
+        """Is ``column`` this table's key (``is_key``)?"""
+        return is_key(column, self.key)
+
     @property
     def protected(self) -> set[str]:
         """Columns that must never reach a HIT."""
         out = set(self.sensitive)
         out.update(c for c in (self.ground_truth, self.key) if c)
         return out
+
+
+#: without a declared key, a column named id is the row's key (a direct identifier, withheld like one)
+DEFAULT_KEY = "id"
+
+
+def is_key(column: str, key: str | None) -> bool:
+    """Is ``column`` the key: the declared ``key``, else (none declared) a column named id?"""
+    return column.lower() == (key or DEFAULT_KEY).lower()
+
+
+def is_default_key(column: str, key: str | None) -> bool:
+    """Is ``column`` the key only by the default rule (no key declared, and it is named id)?"""
+    return key is None and is_key(column, None)
 
 
 def ensure_catalog(con: duckdb.DuckDBPyConnection) -> None:

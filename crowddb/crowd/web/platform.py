@@ -42,6 +42,7 @@ class WebCrowd(Platform):
     how the requester page and worker links are told (default ``print``)."""
 
     name = "web"
+    shows_tradeoff = True  # the requester page plots the query's k trade-off before it runs
 
     def __init__(self, port: int = 8040, host: str = "127.0.0.1", market: str | os.PathLike | None = None,
                  workers: int = 5, lease: float = 900.0, poll: float = 0.5, timeout: float | None = None,

@@ -1,0 +1,196 @@
+"""ANONYMIZE: a k-anonymous release of stored rows, recorded in the k-anonymity ledger by their identity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ...arguments import SEED, Param, bind
+from ...errors import (
+    ArgumentError,
+    PrivacyError,
+    UnknownColumnError,
+)
+from ...store import TableRoles, composition
+from ..context import OperatorContext
+from .base import (
+    ArrowRows,
+    ReleaseEntry,
+    TableFunctionSpec,
+    TableInput,
+    TableResult,
+    _seed,
+)
+
+
+def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
+                    ) -> TableResult:
+    """ANONYMIZE(input, k := 10, method := 'mondrian', quasi_identifiers := [...], strict, sensitive, l, seed,
+    hierarchies := {'column': 'path/to/arx.csv', ...}, keep_key := false): the k-anonymous release itself, rows
+    shuffled (order reveals nothing). The input's key (its declared key, else a column named ``id``) identifies rows,
+    so it is dropped from the release unless ``keep_key := true`` (for the caller's own joins); the report says
+    which column it was and whether it was dropped.
+
+    The algorithm reads only its columns (quasi-identifiers, the l-diversity column, hierarchy columns); the
+    release is the input's frozen Arrow columns with each quasi-identifier replaced by a dictionary array (each
+    class's labels, each row's label index), the rows gathered once in shuffled order."""
+    from ...anonymize import anonymize
+
+    args = bind("ANONYMIZE", named, {
+        "k": Param(int, 10), "method": Param(str, "mondrian"), "quasi_identifiers": Param(list, None),
+        "strict": Param(bool, True), "sensitive": Param(str, None), "l": Param(int, None), "seed": SEED,
+        "hierarchies": Param(dict, None), "keep_key": Param(bool, False)})
+    hierarchies = args["hierarchies"]
+    if hierarchies is not None and not all(isinstance(v, str) for v in hierarchies.values()):
+        raise ArgumentError("ANONYMIZE: hierarchies := {'column': 'path/to/hierarchy.csv', ...} takes ARX CSV paths")
+    qi = _effective_quasi_identifiers(rows.columns, roles, args["quasi_identifiers"])
+    kinds = {c: v for c, v in roles.kinds.items() if v}
+    if args["method"] == "fka":
+        raise ArgumentError("ANONYMIZE: method 'fka' needs the crowd; use it through a human operator "
+                            "(anonymizer := 'fka')")
+    key = _key_column(rows.columns, roles)
+    # a key the caller generalizes (a quasi-identifier) is not a raw identifier here; one it measures l-diversity on
+    # (sensitive := 'id') still is, and is dropped unless keep_key := true says the caller wants it (issue 24)
+    key_dropped = key is not None and not args["keep_key"] and key.lower() not in {c.lower() for c in qi}
+    seed = _seed(ctx, args["seed"])
+    read = [*qi, *([args["sensitive"]] if args["sensitive"] else []), *(hierarchies or {})]
+    release = anonymize(rows.df(read), qi, args["k"], method=args["method"], strict=args["strict"],
+                        sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
+                        hierarchies=hierarchies)
+    published = None
+    if rows.row_refs is not None:  # each row's box, as the release prints it (composition.box_text's order)
+        composition.distinct_rows("ANONYMIZE", "its input", rows.row_refs)
+        published = _published(rows.row_refs, release, qi)
+        if rows.ledger_table is not None and composition.shown_before(ctx.con, rows.ledger_table, rows.row_refs):
+            release, published = _kept_classes(ctx, rows, release, published, qi, args, kinds, seed)
+    metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
+    report = {"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}", "key": key,
+              "key_dropped": key_dropped, "declared_quasi_identifiers": list(roles.quasi_identifiers)}
+    if rows.widened:  # issue 25: a part of an earlier class below k would tell its rows apart
+        report["widened"] = rows.widened
+        report["widened_because"] = (f"{rows.widened} row(s) the input leaves out are released with it: they share "
+                                     "classes an earlier release showed with its rows, and a part of such a class "
+                                     "below k would tell them apart")
+    entry = ReleaseEntry("anonymization", args["method"], args["k"], None, None,
+                         {"quasi_identifiers": qi, "strict": args["strict"], "l": args["l"],
+                          "hierarchies": hierarchies, "key": key, "key_dropped": key_dropped}, metrics)
+    entry.published = published
+    order = np.random.default_rng(seed).permutation(len(release.groups))
+    kept = [c for c in rows.columns if not (key_dropped and c == key)]
+    return TableResult(_release_rows(rows, kept, release, order), report, entry)
+
+
+def _published(row_refs: np.ndarray, release, qi: list[str]) -> composition.Planned:
+    """The rows ``release`` publishes and each one's box (composition.box_text's order: QIs sorted by name)."""
+    names = sorted(qi)
+    per_class = pd.DataFrame({q: np.asarray([str(x) for x in release.labels[q][0]], dtype=object)[
+        release.labels[q][1]] for q in names})
+    return composition.planned(row_refs, composition.box_text(per_class, names), release.pre_class,
+                               quasi_identifiers=qi)
+
+
+def _kept_classes(ctx: OperatorContext, rows: TableInput, release, published: composition.Planned, qi: list[str],
+                  args: dict[str, Any], kinds: dict[str, str], seed) -> tuple[Any, composition.Planned]:
+    """ANONYMIZE over rows an earlier release showed: the persisted partition when every row was shown over these
+    quasi-identifiers at this k or more (each in its earlier box: nothing new is shown, issue 25); else the release
+    asked for when the guard accepts it (a partition that keeps every joint class whole); else a release that keeps
+    them whole (``privacy.serve``: merged classes for a larger k, added quasi-identifiers generalized over each
+    class, new rows anonymized alone by the method asked for), with the guard's reason in the report. l-diversity and
+    hierarchies are not kept by such a release: refused then, with the guard's reason."""
+    from ...anonymize import anonymize
+    from ...anonymize.encoding import encode
+    from ...anonymize.generalize import assemble
+    from ...privacy import serve
+
+    k = int(args["k"])
+    classes = composition.joint_classes(ctx.con, rows.ledger_table, rows.row_refs)
+    try:
+        plan = serve.plan(rows.row_refs, classes, k, composition.signature(qi))
+    except serve.Refused as no_plan:
+        plan, why_not = None, no_plan
+    guard = "every row was shown before over these quasi-identifiers at this k or more"
+    if plan is None or pd.isna(plan.boxes).any():  # not the persisted partition itself: the release asked for, if safe
+        try:
+            composition.check(ctx.con, rows.ledger_table, "release:next", k, published)
+            return release, published
+        except PrivacyError as refused:
+            if plan is None or args["l"] is not None or args["hierarchies"]:
+                raise PrivacyError(f"{refused}" + ("" if plan is not None else f" ({why_not.reason}: "
+                                                   f"{why_not.advice})")) from None
+            guard = str(refused)
+    try:
+        frame = rows.df(qi)
+        shown, metrics = serve.labels(
+            plan, frame, qi, kinds, k,
+            lambda new: anonymize(frame[new].reset_index(drop=True), qi, k, method=args["method"],
+                                  strict=args["strict"], kinds=kinds or None, seed=seed))
+    except serve.Refused as no_plan:
+        raise PrivacyError(f"ANONYMIZE: {no_plan.reason}; {guard}. Nothing was released. {no_plan.advice}") from None
+    # the release as pre-classes (rows printing the same labels) with each QI's distinct labels
+    names = sorted(qi)
+    pre_class = pd.factorize(pd.MultiIndex.from_frame(shown[names].astype(str)))[0]
+    first = np.unique(pre_class, return_index=True)[1]
+    labels = {}
+    for q in qi:
+        lab, index = np.unique(shown[q].astype(str).to_numpy()[first], return_inverse=True)
+        labels[q] = (lab.astype(object), index.astype(np.int64))
+    enc = encode(frame, qi, kinds or None)
+    # each served class's box: its rows' own range on each QI's scale, as Mondrian's boxes are (so NCP means the same)
+    order = np.argsort(pre_class, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(pre_class[order]) != 0])
+    values = enc.values()[order]
+    low, high = np.minimum.reduceat(values, starts, axis=0), np.maximum.reduceat(values, starts, axis=0)
+    served = assemble(frame, enc, pre_class.astype(np.int64), low, high, [labels[q] for q in qi], k, "served",
+                      metrics)
+    served.metrics["served_because"] = guard  # why the release asked for was not made
+    return served, _published(rows.row_refs, served, qi)
+
+
+def _release_rows(rows: TableInput, columns: list[str], release, order: np.ndarray) -> ArrowRows:
+    """The release as Arrow, output row j being input row order[j]: the input's ``columns`` gathered in that order,
+    each quasi-identifier a dictionary array of its labels (each class's labels; each row's index into them)."""
+    order = np.asarray(order, dtype=np.int64)
+    pre_class = pa.array(release.pre_class.astype(np.int32, copy=False)[order])  # each row's index into the labels
+    taken = pa.array(order)
+    arrays, types = [], []
+    for c in columns:
+        if c in release.labels:
+            labels, index = release.labels[c]  # distinct labels, each pre-class's label
+            per_class = pa.array([str(x) for x in labels], pa.string()).take(pa.array(index))
+            arrays.append(pa.DictionaryArray.from_arrays(pre_class, per_class))
+            types.append(None)
+        else:
+            i = rows.columns.index(c)
+            arrays.append(rows.snapshot.column(i).take(taken))  # one vectorized gather (DuckDB reads it in order)
+            types.append(rows.types[i])
+    return ArrowRows(pa.Table.from_arrays(arrays, names=columns), types)
+
+
+def _effective_quasi_identifiers(columns: list[str], roles: TableRoles, given: list | None) -> list[str]:
+    """ANONYMIZE's quasi-identifiers: those ``quasi_identifiers := [...]`` names, then every declared one it leaves
+    out (issue 24: the argument may add columns, never drop a declared one, which would be released raw), each once
+    and spelt as the input spells it (names match case-insensitively, as DuckDB's do). The given order comes first:
+    a list that names every declared one generalizes exactly as before."""
+    declared = list(roles.quasi_identifiers)
+    if not declared and not given:
+        raise ArgumentError("ANONYMIZE: pass quasi_identifiers := ['col', ...] (the input declares none)")
+    if any(not isinstance(c, str) for c in given or []):
+        raise ArgumentError(f"ANONYMIZE: quasi_identifiers := [...] takes column names, got {given!r}")
+    by_lower = {c.lower(): c for c in columns if isinstance(c, str)}
+    missing = [c for c in [*(given or []), *declared] if c.lower() not in by_lower]
+    if missing:  # named against all the input's columns, before only the read ones are fetched
+        raise UnknownColumnError(f"unknown quasi-identifier(s) {missing}; columns are {list(columns)}")
+    return list(dict.fromkeys(by_lower[c.lower()] for c in [*(given or []), *declared]))
+
+
+def _key_column(columns: list[str], roles: TableRoles) -> str | None:
+    """The input's key column as the input spells it: the declared key, else a column named ``id``; None if the
+    input has neither."""
+    return next((c for c in columns if isinstance(c, str) and roles.is_key(c)), None)
+
+
+
+SPEC = TableFunctionSpec("anonymize", anonymize_table, traced=True)  # its release carries every column

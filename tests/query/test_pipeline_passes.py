@@ -1,0 +1,59 @@
+"""How many planning passes a statement costs (issue 26): one planner per run for all of a query's statements, one
+estimating pass more only when a budget asks for the estimate, none for plain SQL."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import crowddb
+from crowddb import planner as planner_module
+from crowddb.crowd import SimulatedCrowd
+
+from conftest import people_frame
+
+
+@pytest.fixture
+def passes(monkeypatch):
+    """Every Planner built, as 'run' or 'estimate'."""
+    built: list[str] = []
+    original = planner_module.Planner.__init__
+
+    def counting(self, ctx, *, estimating=False):
+        built.append("estimate" if estimating else "run")
+        original(self, ctx, estimating=estimating)
+
+    monkeypatch.setattr(planner_module.Planner, "__init__", counting)
+    return built
+
+
+def _db(**options):
+    db = crowddb.connect(platform=SimulatedCrowd(qualities=np.ones(10), seed=1), seed=3, progress=False, **options)
+    db.load_frame("people", people_frame(), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
+                  ground_truth="job", key="id")
+    return db
+
+
+QUERY = ("CREATE TEMP TABLE picked AS SELECT id, getposition(*) AS job FROM people WHERE age < 40; "
+         "SELECT job, count(*) FROM picked GROUP BY job ORDER BY job")
+
+
+def test_a_crowd_query_of_two_statements_is_planned_once(passes):
+    with _db() as db:
+        db.sql(QUERY).fetchall()
+        assert passes == ["run"]
+
+
+def test_a_budget_adds_one_estimating_pass(passes):
+    with _db(budget=100.0) as db:
+        db.sql(QUERY).fetchall()
+        assert passes == ["run", "estimate"]  # the run's planner binds every call, then the budget's estimate
+
+
+def test_explain_is_one_estimating_pass_and_plain_sql_none(passes):
+    with _db() as db:
+        db.explain(QUERY)
+        assert passes == ["estimate"]
+        db.sql("SELECT count(*) FROM people").fetchall()
+        db.sql("CREATE TABLE copy AS SELECT * FROM people")
+        assert passes == ["estimate"]
