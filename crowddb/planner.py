@@ -605,7 +605,7 @@ class Planner:
         k = named.get("k", 10)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             return rows  # (ANONYMIZE reports the bad k)
-        _, extra = self._to_widen(table, rows.row_refs, k)
+        rows.joint_classes, extra = self._to_widen(table, rows.row_refs, k)  # (read once: ANONYMIZE reuses them)
         relation = identity.of_key(self.ctx.con, table) if len(extra) else None
         if relation is None or relation.view or not hands_on_columns(query):
             return rows

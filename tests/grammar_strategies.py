@@ -1,4 +1,4 @@
-"""Hypothesis strategies for tests/test_privacy_grammar.py: SQL drawn from DuckDB's grammar over the canary table.
+"""Hypothesis strategies for tests/privacy/test_privacy_grammar.py: SQL drawn from DuckDB's grammar over the canary table.
 
 Every strategy here yields SQL *text*; nothing imports crowddb. The text may contain two placeholders the test fills in
 per example: ``{db}`` (the connection's catalog, ``SELECT current_database()``) and ``{tmp}`` (a fresh directory).

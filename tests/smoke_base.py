@@ -1,6 +1,6 @@
 """Smoke test of the base install (``pip install crowddb``, no extras): what a new user tries first works without
 OpenDP, the web stack, Polars or the test tools. ``.ci/run`` runs it in a fresh virtual environment holding only the
-base install; ``tests/test_base_install.py`` runs it with the extras' modules blocked. Prints one line per check."""
+base install; ``tests/project/test_base_install.py`` runs it with the extras' modules blocked. Prints one line per check."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The one entry point the engine calls: anonymize(frame, quasi_identifiers, k, method=...) -> Release.
 
-Behaviour at the edges (tested in tests/test_anonymize_errors.py):
+Behaviour at the edges (tested in tests/algorithms/anonymize/test_anonymize_errors.py):
 - k must be an integer with 2 <= k <= len(frame) (ArgumentError otherwise); an empty frame is EmptyInputError.
 - Unknown QI / sensitive / hierarchy column: UnknownColumnError naming it. Unknown method or option: ArgumentError.
 - NULL in a quasi-identifier: ArgumentError naming the column and count (never published, never silently dropped);
@@ -59,6 +59,14 @@ def _sensitive_codes(frame: pd.DataFrame, sensitive: str | None, l: int | None, 
     return codes
 
 
+def check_request(frame: pd.DataFrame, quasi_identifiers: list[str], k: int, method: str) -> None:
+    """What ``anonymize`` refuses before it computes anything: an unknown method, a bad k, missing or unusable
+    quasi-identifiers (a caller that may not need the release checks the request the same way)."""
+    if method not in METHODS:
+        raise ArgumentError(f"unknown anonymization method {method!r}; choose one of {METHODS}")
+    validate(frame, quasi_identifiers, k)
+
+
 def anonymize(frame: pd.DataFrame, quasi_identifiers: list[str], k: int, *, method: str = "mondrian",
               strict: bool = True, sensitive: str | None = None, l: int | None = None,
               hierarchies: dict | None = None, kinds: dict[str, str] | None = None, seed=None,
@@ -66,9 +74,7 @@ def anonymize(frame: pd.DataFrame, quasi_identifiers: list[str], k: int, *, meth
     """k-anonymous release of ``frame`` over ``quasi_identifiers`` with the chosen method; see module docs."""
     frame = as_frame(frame, "anonymize()")
     qis = [quasi_identifiers] if isinstance(quasi_identifiers, str) else list(quasi_identifiers)
-    if method not in METHODS:
-        raise ArgumentError(f"unknown anonymization method {method!r}; choose one of {METHODS}")
-    validate(frame, qis, k)
+    check_request(frame, qis, k, method)
     shared = validate_shared(shared, qis, frame.columns)
     if "shared_groups" in method_options:  # internal: derived from ``shared``
         raise ArgumentError("unknown option 'shared_groups'; pass shared=[columns]")

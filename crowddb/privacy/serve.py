@@ -167,12 +167,14 @@ def labels(served: Served, raw: pd.DataFrame, quasi_identifiers: list[str], kind
     out = pd.DataFrame(index=raw.index, columns=names, dtype=object)
     groups, boxes = served.groups[:len(raw)], served.boxes[:len(raw)]
     reused = pd.notna(boxes)
-    if reused.any():
-        parts = pd.Series(boxes[reused], dtype=object).str.split(BOX_SEPARATOR, expand=True, regex=False)
-        if parts.shape[1] != len(names):  # (a reused box is over these quasi-identifiers by construction)
+    if reused.any():  # each distinct box split once (a box is shown to k rows or more), then taken per row
+        which, distinct = pd.factorize(pd.Series(boxes[reused], dtype=object))
+        parts = [box.split(BOX_SEPARATOR) for box in distinct]
+        if any(len(p) != len(names) for p in parts):  # (a reused box is over these quasi-identifiers by construction)
             raise Refused(f"an earlier box does not print {names}", "ask over the quasi-identifiers it was shown over")
+        texts = np.array(parts, dtype=object).reshape(len(parts), len(names))
         for j, name in enumerate(names):
-            out.loc[reused, name] = parts[j].to_numpy(dtype=object)
+            out.loc[reused, name] = texts[which, j]
     recomputed = (groups >= 0) & ~reused
     metrics: dict[str, Any] = {"method": "served", "served": served.how}
     if recomputed.any():  # one box per (merged) joint class, over its rows' values

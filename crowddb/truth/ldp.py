@@ -278,7 +278,7 @@ def mf_perturbation(ans: Answers, epsilon: float, sampler: Sampler, *, d: int = 
     for r0 in range(0, m, rows):
         out[r0:r0 + rows] = u[r0:r0 + rows] @ V  # M(a_i) = u_i V
     # Theorem 4's proof holds the Gram matrix fixed, so it covers the value of an answered cell; whether a task was
-    # answered changes the Gram matrix and the privacy loss is then unbounded (tests/test_truth_ldp.py shows it).
+    # answered changes the Gram matrix and the privacy loss is then unbounded (tests/algorithms/truth/test_truth_ldp.py shows it).
     rep = _report("matrix_factorization", eps, 0.0,
                   "epsilon-cell LDP for the value of each answered cell; which tasks were answered is not protected",
                   "Sun et al. Theorem 4 (MF, Algorithm 2, Eq. 9-10)", sampler, d=int(d), ridge=float(ridge),

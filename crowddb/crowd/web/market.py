@@ -17,7 +17,8 @@ announced once); ``new_requester_token`` replaces a lost one. Worker tokens stay
 every worker's link, ``crowddb serve`` (another process) announces them, and the study link sends a returning
 participant back to their own link; they open one worker's HITs and earnings, and the file is the owner's only.
 
-This module knows nothing of DuckDB or crowddb's tables: it is the marketplace, like a remote service.
+This module knows nothing of DuckDB or crowddb's tables: it is the marketplace, like a remote service. What the
+requester page reads of it for its summary and charts is in ``report.py``; this module holds the rules.
 """
 
 from __future__ import annotations
@@ -214,6 +215,11 @@ class Market:
             with self._lock:
                 self._connections.append(con)
         return con
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection to the market file, for reading it (``report.py``'s queries); every change goes
+        through the methods below, which enforce the rules."""
+        return self._con()
 
     class _Tx:
         """One write transaction (BEGIN IMMEDIATE). Writers of one process queue on a lock per market file first:
@@ -674,74 +680,6 @@ class Market:
         frame = frame.astype({"assignments": "int64", "reward": float})
         frame["participant_id"] = frame["participant_id"].astype(object).where(frame["participant_id"].notna(), None)
         return frame
-
-    def runs(self) -> list[dict]:
-        """Per run: run_id, hits, asked (assignments), taken, submitted, outstanding, spent and to_come (US$ with
-        the fee: submitted and outstanding × reward × (1 + fee_rate))."""
-        rows = self._con().execute("""
-            WITH per_hit AS (
-                SELECT h.run_id, h.assignments, h.reward, h.fee_rate,
-                       count(a.assignment_id) FILTER (WHERE a.submitted_at IS NULL) AS held,
-                       count(a.submitted_at) AS submitted
-                FROM hits h LEFT JOIN assignments a ON a.hit_id = h.hit_id GROUP BY h.hit_id)
-            SELECT run_id, count(*), sum(assignments), sum(held), sum(submitted),
-                   sum(submitted * reward * (1 + fee_rate)), sum((assignments - submitted) * reward * (1 + fee_rate))
-            FROM per_hit GROUP BY run_id ORDER BY run_id""").fetchall()
-        return [{"run_id": r[0], "hits": r[1], "asked": r[2], "taken": r[3] + r[4], "held": r[3], "submitted": r[4],
-                 "outstanding": r[2] - r[4], "spent": round(r[5], 2), "to_come": round(r[6], 2)} for r in rows]
-
-    def run_workers(self, run_id: int | None) -> list[dict]:
-        """Per worker of a run: worker_id, participant_id, submitted, earned, quality (gold accuracy or None),
-        blocked."""
-        rows = self._con().execute(
-            "SELECT w.worker_id, w.participant_id, count(a.submitted_at), coalesce(sum(h.reward) FILTER "
-            "(WHERE a.submitted_at IS NOT NULL), 0), CASE WHEN w.gold_seen > 0 THEN CAST(w.gold_right AS REAL) / "
-            "w.gold_seen END, w.blocked_at IS NOT NULL FROM assignments a JOIN hits h USING (hit_id) "
-            "JOIN workers w USING (worker_id) WHERE h.run_id IS :run GROUP BY w.worker_id ORDER BY w.worker_id",
-            {"run": run_id}).fetchall()
-        return [{"worker_id": r[0], "participant_id": r[1], "submitted": r[2], "earned": round(r[3], 2),
-                 "quality": r[4], "blocked": bool(r[5])} for r in rows]
-
-    def answer_times(self, run_id: int | None = None) -> list[float]:
-        """When the submitted assignments came in (seconds since the epoch, ascending)."""
-        return [t for (t,) in self._con().execute(
-            "SELECT a.submitted_at FROM assignments a JOIN hits h USING (hit_id) WHERE a.submitted_at IS NOT NULL "
-            "AND (:run IS NULL OR h.run_id = :run) ORDER BY a.submitted_at", {"run": run_id})]
-
-    def agreement(self, run_id: int | None = None) -> pd.DataFrame:
-        """Per worker: the share of its answers equal to the majority answer of the item (a tie counts as
-        agreeing with each of the tied answers): worker_id, answers, agreement."""
-        rows = self._con().execute(
-            "SELECT a.hit_id, n.item_no, a.worker_id, n.answer FROM assignments a JOIN answers n USING "
-            "(assignment_id) JOIN hits h USING (hit_id) WHERE (:run IS NULL OR h.run_id = :run)",
-            {"run": run_id}).fetchall()
-        frame = pd.DataFrame(rows, columns=["hit_id", "item_no", "worker_id", "answer"])
-        if frame.empty:
-            return pd.DataFrame({"worker_id": [], "answers": [], "agreement": []})
-        counts = frame.groupby(["hit_id", "item_no", "answer"]).size().rename("n").reset_index()
-        top = counts.groupby(["hit_id", "item_no"])["n"].transform("max")
-        majority = counts[counts["n"] == top][["hit_id", "item_no", "answer"]].assign(agrees=True)
-        frame = frame.merge(majority, on=["hit_id", "item_no", "answer"], how="left")
-        frame["agrees"] = frame["agrees"].fillna(False).astype(bool)
-        out = frame.groupby("worker_id")["agrees"].agg(["size", "mean"]).reset_index()
-        return out.rename(columns={"size": "answers", "mean": "agreement"})
-
-
-    def worker_quality(self, run_id: int | None = None) -> pd.DataFrame:
-        """Per worker: its weight as Dawid-Skene estimates it from every answer (what ``TRUTH_DISCOVER(...,
-        method := 'ds', output := 'sources')`` reports): worker_id, answers, quality. Empty without answers."""
-        from ...truth import discover  # the algorithm layer, like this module
-
-        rows = self._con().execute(
-            "SELECT a.hit_id || '/' || n.item_no, a.worker_id, n.answer FROM assignments a JOIN answers n USING "
-            "(assignment_id) JOIN hits h USING (hit_id) WHERE (:run IS NULL OR h.run_id = :run) AND NOT EXISTS "
-            "(SELECT 1 FROM gold g WHERE g.hit_id = a.hit_id AND g.item_no = n.item_no)", {"run": run_id}).fetchall()
-        frame = pd.DataFrame(rows, columns=["object", "source", "value"])
-        if frame.empty or frame["value"].nunique() < 2:
-            return pd.DataFrame({"worker_id": [], "answers": [], "quality": []})
-        weights = discover(frame, method="ds").sources.rename(columns={"source": "worker_id", "weight": "quality"})
-        counts = frame.groupby("source").size().rename("answers").reset_index().rename(columns={"source": "worker_id"})
-        return counts.merge(weights, on="worker_id")[["worker_id", "answers", "quality"]]
 
 
 _WRITERS: dict[str, threading.Lock] = {}

@@ -9,7 +9,6 @@ again later collects them without buying anything twice.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import threading
@@ -23,6 +22,7 @@ import pandas as pd
 from ...errors import AnswersOutstandingError, ArgumentError, PlatformError, UnknownHITError
 from ..knowledge import KnowledgeBase
 from ..platform import Collected, HitBatch, Platform, ProgressFn
+from . import report
 from .app import STUDY_PARAMS, create_app
 from .market import Market
 from .server import ServerHandle, serve_in_thread, url_of
@@ -260,16 +260,7 @@ class WebCrowd(Platform):
     def show_tradeoff(self, query: str, tradeoff: pd.DataFrame) -> None:
         """Put the current query's k-anonymity trade-off (``CrowdDB.tradeoff``: one row per k) on the requester
         page; kept in the market, so a ``crowddb serve`` process shows it too."""
-        first = tradeoff.drop_duplicates("k")  # the query's first human operator at each k
-
-        def figures(column: str) -> list:
-            return [None if pd.isna(v) else float(v) for v in first[column]]
-
-        refused = first[first["refused"].notna()]
-        self.market.set_setting("tradeoff", json.dumps({
-            "query": " ".join(query.split()), "k": [int(k) for k in first["k"]], "ncp": figures("ncp"),
-            "accuracy_lower": figures("accuracy_lower"), "accuracy_upper": figures("accuracy_upper"),
-            "refused": {str(int(k)): str(why) for k, why in zip(refused["k"], refused["refused"])}}))
+        report.save_tradeoff(self.market, query, tradeoff)
 
     def workers(self) -> pd.DataFrame:
         """worker_id, quality (accuracy on gold items; NaN without any), blocked (stopped by gold questions),

@@ -38,6 +38,7 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     release is the input's frozen Arrow columns with each quasi-identifier replaced by a dictionary array (each
     class's labels, each row's label index), the rows gathered once in shuffled order."""
     from ...anonymize import anonymize
+    from ...anonymize.api import check_request
 
     args = bind("ANONYMIZE", named, {
         "k": Param(int, 10), "method": Param(str, "mondrian"), "quasi_identifiers": Param(list, None),
@@ -57,15 +58,25 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     key_dropped = key is not None and not args["keep_key"] and key.lower() not in {c.lower() for c in qi}
     seed = _seed(ctx, args["seed"])
     read = [*qi, *([args["sensitive"]] if args["sensitive"] else []), *(hierarchies or {})]
-    release = anonymize(rows.df(read), qi, args["k"], method=args["method"], strict=args["strict"],
-                        sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
-                        hierarchies=hierarchies)
+    frame = rows.df(read)
+    check_request(frame, qi, args["k"], args["method"])  # refused before anything, whether or not it is computed
+
+    def fresh():  # the release asked for; not computed when the rows are served from the boxes they were shown in
+        return anonymize(frame, qi, args["k"], method=args["method"], strict=args["strict"],
+                         sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
+                         hierarchies=hierarchies)
+
+    # l-diversity and hierarchies are checked only by computing the release: computed up front then
+    release = None if args["l"] is None and args["sensitive"] is None and not hierarchies else fresh()
     published = None
-    if rows.row_refs is not None:  # each row's box, as the release prints it (composition.box_text's order)
+    if rows.row_refs is not None:
         composition.distinct_rows("ANONYMIZE", "its input", rows.row_refs)
-        published = _published(rows.row_refs, release, qi)
         if rows.ledger_table is not None and composition.shown_before(ctx.con, rows.ledger_table, rows.row_refs):
-            release, published = _kept_classes(ctx, rows, release, published, qi, args, kinds, seed)
+            release, published = _kept_classes(ctx, rows, release or fresh, frame[qi], qi, args, kinds, seed)
+    if release is None:
+        release = fresh()
+    if rows.row_refs is not None and published is None:  # each row's box, as the release prints it
+        published = _published(rows.row_refs, release, qi)
     metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
     report = {"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}", "key": key,
               "key_dropped": key_dropped, "declared_quasi_identifiers": list(roles.quasi_identifiers)}
@@ -92,27 +103,32 @@ def _published(row_refs: np.ndarray, release, qi: list[str]) -> composition.Plan
                                quasi_identifiers=qi)
 
 
-def _kept_classes(ctx: OperatorContext, rows: TableInput, release, published: composition.Planned, qi: list[str],
+def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataFrame, qi: list[str],
                   args: dict[str, Any], kinds: dict[str, str], seed) -> tuple[Any, composition.Planned]:
     """ANONYMIZE over rows an earlier release showed: the persisted partition when every row was shown over these
     quasi-identifiers at this k or more (each in its earlier box: nothing new is shown, issue 25); else the release
     asked for when the guard accepts it (a partition that keeps every joint class whole); else a release that keeps
     them whole (``privacy.serve``: merged classes for a larger k, added quasi-identifiers generalized over each
     class, new rows anonymized alone by the method asked for), with the guard's reason in the report. l-diversity and
-    hierarchies are not kept by such a release: refused then, with the guard's reason."""
+    hierarchies are not kept by such a release: refused then, with the guard's reason. ``asked``: the release asked
+    for, or the function that computes it (only when the persisted partition cannot serve); ``frame``: the rows'
+    quasi-identifiers."""
     from ...anonymize import anonymize
     from ...anonymize.encoding import encode
     from ...anonymize.generalize import assemble
     from ...privacy import serve
 
     k = int(args["k"])
-    classes = composition.joint_classes(ctx.con, rows.ledger_table, rows.row_refs)
+    classes = (rows.joint_classes if rows.joint_classes is not None
+               else composition.joint_classes(ctx.con, rows.ledger_table, rows.row_refs))
     try:
         plan = serve.plan(rows.row_refs, classes, k, composition.signature(qi))
     except serve.Refused as no_plan:
         plan, why_not = None, no_plan
     guard = "every row was shown before over these quasi-identifiers at this k or more"
     if plan is None or pd.isna(plan.boxes).any():  # not the persisted partition itself: the release asked for, if safe
+        release = asked() if callable(asked) else asked
+        published = _published(rows.row_refs, release, qi)
         try:
             composition.check(ctx.con, rows.ledger_table, "release:next", k, published)
             return release, published
@@ -122,7 +138,6 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, release, published: co
                                                    f"{why_not.advice})")) from None
             guard = str(refused)
     try:
-        frame = rows.df(qi)
         shown, metrics = serve.labels(
             plan, frame, qi, kinds, k,
             lambda new: anonymize(frame[new].reset_index(drop=True), qi, k, method=args["method"],
@@ -131,7 +146,10 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, release, published: co
         raise PrivacyError(f"ANONYMIZE: {no_plan.reason}; {guard}. Nothing was released. {no_plan.advice}") from None
     # the release as pre-classes (rows printing the same labels) with each QI's distinct labels
     names = sorted(qi)
-    pre_class = pd.factorize(pd.MultiIndex.from_frame(shown[names].astype(str)))[0]
+    pre_class = np.zeros(len(shown), dtype=np.int64)  # rows printing the same texts, numbered as first met
+    for name in names:
+        codes, distinct = pd.factorize(shown[name].to_numpy(dtype=object))
+        pre_class = pd.factorize(pre_class * len(distinct) + codes)[0]  # (< rows x labels: no overflow)
     first = np.unique(pre_class, return_index=True)[1]
     labels = {}
     for q in qi:

@@ -40,6 +40,8 @@ class TableInput:
     row_refs: np.ndarray | None = None  # each row's rowid in the one table it is of (privacy ledger), if it is
     ledger_table: str | None = None  # that table, as the privacy ledger names it
     widened: int = 0  # rows added (the last ones) to keep earlier classes whole (``Planner._widened_input``)
+    #: the joint classes of ``row_refs`` (``composition.joint_classes``) when the planner read them to widen the rows
+    joint_classes: pd.DataFrame | None = None
 
     def df(self, columns: list[str] | None = None) -> pd.DataFrame:
         """The input's rows (only ``columns``, in the input's column order, if given) as pandas."""

@@ -27,7 +27,7 @@ from fault_platform import DiskCrowd
 import crowddb
 from crowddb.errors import PlatformError
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 GROUPS = ("SELECT hobby, getcandidate(age, zip, edu, 'teacher', tuples_per_hit := 8) AS pick "
           "FROM people GROUP BY hobby ORDER BY hobby")  # 3 groups of ~40 rows: 5 HITs each, then a knock-out round

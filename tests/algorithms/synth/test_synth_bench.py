@@ -11,7 +11,7 @@ import pytest
 from scipy.integrate import quad
 from scipy.stats import norm
 
-_spec = importlib.util.spec_from_file_location("bench_synth", Path(__file__).resolve().parents[1] / "bench" / "synth.py")
+_spec = importlib.util.spec_from_file_location("bench_synth", Path(__file__).resolve().parents[3] / "bench" / "synth.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 

@@ -86,7 +86,7 @@ def test_zencrowd_close_to_zero_based_skill(data: pd.DataFrame) -> None:
 def test_adultcontent2_reference_figure_reproduced() -> None:
     """The data README's DS .769 is crowd-kit 1.4.2's default run: its ELBO stop fires after 2 EM iterations (even at
     tol=1e-9) and duplicates keep the first answer. Ours, run for the same iterations, gives the same labels and .769;
-    converged, both libraries give .748 (tests/test_truth_real.py)."""
+    converged, both libraries give .748 (tests/algorithms/truth/test_truth_real.py)."""
     import shared_data
 
     folder = shared_data.CROWD / "adultcontent2"

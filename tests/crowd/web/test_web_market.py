@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from crowddb.crowd.platform import HitBatch
+from crowddb.crowd.web import report
 from crowddb.crowd.web.market import Forbidden, InvalidAnswers, LeaseLost, Market, NotFound, UnknownToken
 from crowddb.errors import ArgumentError
 
@@ -281,7 +282,7 @@ def test_reports_progress_runs_and_earnings(market):
     market.take(bob)  # held, not submitted
     assert market.progress(["R1-00001", "R1-00002"]) == (3, 4)
     assert market.done_hits(["R1-00001", "R1-00002"]) == 1
-    runs = {r["run_id"]: r for r in market.runs()}
+    runs = {r["run_id"]: r for r in report.runs(market)}
     assert (runs[1]["hits"], runs[1]["asked"], runs[1]["taken"], runs[1]["submitted"], runs[1]["outstanding"]) == \
         (2, 4, 4, 3, 1)
     assert runs[1]["spent"] == pytest.approx(3 * 0.2 * 1.3) and runs[1]["to_come"] == pytest.approx(0.2 * 1.3)
@@ -289,8 +290,8 @@ def test_reports_progress_runs_and_earnings(market):
     assert earn.to_dict("list") == {"worker_id": [alice_id, bob_id], "participant_id": [None, "PB"],
                                     "assignments": [2, 1], "reward": [pytest.approx(0.4), pytest.approx(0.2)]}
     assert market.earnings(2).empty
-    assert len(market.answer_times(1)) == 3
-    agreement = market.agreement(1).set_index("worker_id")
+    assert len(report.answer_times(market, 1)) == 3
+    agreement = report.agreement(market, 1).set_index("worker_id")
     assert agreement.loc[alice_id, "answers"] == 4 and agreement.loc[alice_id, "agreement"] == 1.0
 
 

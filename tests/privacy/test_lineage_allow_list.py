@@ -2,7 +2,7 @@
 
 Each case names the columns it expects published raw, generalized (quasi-identifier) and withheld; anything the
 engine cannot trace is withheld. Checked on the roles the planner hands the operators (``derived_roles``), so a
-wrong verdict fails here before it can reach a HIT; tests/test_privacy_*.py check what workers actually saw.
+wrong verdict fails here before it can reach a HIT; tests/privacy/test_privacy_*.py check what workers actually saw.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ issue 11 (commit 18015af) by running exactly the code below and printing ``diges
 the JSON list of the sorted ``crowddb_hit_items.content`` strings, the item count and the HIT count.
 The same figures came out of ``crowddb.demo.run_demo()`` into a file database (read back with duckdb), and the
 README example's printed output matched README.md there (progress bars on or off make no difference).
-Regenerate with ``python tests/test_privacy_pinned_items.py`` (only when a change of the published items is intended).
+Regenerate with ``python tests/privacy/test_privacy_pinned_items.py`` (only when a change of the published items is intended).
 """
 
 from __future__ import annotations

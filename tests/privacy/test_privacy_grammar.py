@@ -28,7 +28,7 @@ the same items, so a function of a protected value that hides the marker (``md5(
 rows chosen by a protected column, cannot pass unseen either.
 
 Examples are derandomized (the same ones on every machine with the same DuckDB, whose function list they draw from).
-Run ``taskset -c 1 python -m pytest tests/test_privacy_grammar.py -s`` to see the statement counts.
+Run ``taskset -c 1 python -m pytest tests/privacy/test_privacy_grammar.py -s`` to see the statement counts.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ import crowddb
 from crowddb.crowd import KnowledgeBase, SimulatedCrowd
 from crowddb.errors import CrowdDBError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import grammar_strategies as gs  # noqa: E402
 
 ROLES = {"quasi_identifiers": list(gs.QUASI_IDENTIFIERS), "sensitive": ["secret", "secret2"], "ground_truth": "job",

@@ -150,7 +150,7 @@ def exact_partition(g, k, delta):
 
 
 def _hand_grid():
-    """The 2 x 3 grid of tests/test_pins_mondrian_fka.py, where boxes of Acc 3/4 met 0.75 vs 0.7500000000000001."""
+    """The 2 x 3 grid of tests/algorithms/anonymize/test_pins_mondrian_fka.py, where boxes of Acc 3/4 met 0.75 vs 0.7500000000000001."""
     fb = np.zeros((2, 3, 2))
     fb[0, 0], fb[0, 1], fb[1, 0], fb[1, 2] = [3, 1], [0, 2], [1, 1], [0, 4]
     tr = np.zeros((2, 3, 2))

@@ -13,7 +13,7 @@ import pytest
 import crowddb
 from crowddb.datasets import adult_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 PY = sorted(EXAMPLES.glob("*.py"))
 SQL = sorted(EXAMPLES.glob("*.sql"))

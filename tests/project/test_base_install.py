@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SMOKE = Path(__file__).with_name("smoke_base.py")
+SMOKE = Path(__file__).resolve().parents[1] / "smoke_base.py"
 BLOCK = ("opendp", "starlette", "uvicorn", "jinja2", "multipart", "python_multipart", "selenium", "httpx", "polars",
          "crowdkit", "sklearn", "matplotlib", "mpmath", "hypothesis")
 

@@ -6,7 +6,7 @@ line (trailing blanks ignored); a line holding only ``...`` stands for any numbe
 shell commands (``$ crowddb ...``) run in the same folder, each followed by what it prints, compared the same way.
 Other blocks (```sql fragments, ```toml) are illustrations and are not run.
 
-To write a page's outputs after changing it: ``python tests/test_docs.py docs/sql.md`` (then read the diff)."""
+To write a page's outputs after changing it: ``python tests/project/test_docs.py docs/sql.md`` (then read the diff)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
 

@@ -153,7 +153,7 @@ def test_rows_inserted_later_are_released_on_their_own(db):
     assert state(db)["ledger"] == [("run:1", 120), ("run:2", 40)]
     before = state(db)
     # all rows again: each in the box it was shown in (the old ones run 1's, the new ones run 2's), all served from
-    # the answers on record (tests/test_privacy_inserts.py: the new rows of a query over old and new rows)
+    # the answers on record (tests/privacy/test_privacy_inserts.py: the new rows of a query over old and new rows)
     db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
     after = state(db)
     assert after.pop("runs") == [*before.pop("runs"), (3, "completed")] and after == before
