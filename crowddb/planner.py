@@ -551,51 +551,71 @@ class Planner:
         query = self._with_context(query, scope)
         frame = self._execute_df(query)
         published, qi = self._verified(published, qi, withheld, sources, frame, what)
-        joint = None
-        if rows_of is not None and rows_of.column is not None and qi and len(sources) == 1 and grouping is None:
-            frame, rows_of, joint = self._widened(frame, every_row, scope, sources[0], rows_of, int(definition.k))
 
-        names = [n for n, _ in published]
-        frame = frame.reset_index(drop=True)
-        frame.insert(0, ROW_ID, np.arange(len(frame)))
-        if op.kind == "group" and grouping is None:
-            keys = frame[[f"{_GROUP}{i}" for i in range(len(group_exprs))]]
-            if WIDENED in frame:  # rows shown only to keep classes whole form groups of their own (answers unused)
-                keys = keys.assign(**{WIDENED: frame[WIDENED].to_numpy(dtype=bool)})
-            frame[GROUP_ID] = (pd.MultiIndex.from_frame(keys).factorize()[0] if keys.shape[1]
-                               else np.zeros(len(frame), dtype=np.int64))
-        if op.kind == "group" and KEY not in frame:
-            frame[KEY] = frame[f"{_ID}0"]
-        # issue 24: the answer domain is the definition's list or the whole stored ground-truth column's values
-        definition = selection.with_answer_domain(self.ctx.con, definition, call, TRUTH in frame, what)
-        human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
-                           rows_of=rows_of, joint_classes=joint,
-                           kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
-                           budget=named.get("budget"), seed=named.get("seed"), withheld=withheld,
-                           shared=[] if grouping is not None else
-                           self._shared(frame, [n for n in names if n in qi], group_exprs, sources, what))
-        # in explain() every estimated human operator's answers are NULL (spliced below), so once one has been estimated
-        # a later input may be empty only because it filters or joins on those answers
-        if grouping is not None and not (self.estimating and frame.empty and self.ctx.plans):
-            self._run_grouping_sets(scope, call, human, grouping, sources, what)
+        def ask(definition: HumanOperator, frame: pd.DataFrame, rows_of: RowsOf | None) -> None:
+            """The rest of the call at ``definition``'s k: the rows widened to whole classes, the operator run (or
+            estimated) and its answers spliced in."""
+            joint = None
+            if rows_of is not None and rows_of.column is not None and qi and len(sources) == 1 and grouping is None:
+                frame, rows_of, joint = self._widened(frame, every_row, scope, sources[0], rows_of, int(definition.k))
+
+            names = [n for n, _ in published]
+            frame = frame.reset_index(drop=True)
+            frame.insert(0, ROW_ID, np.arange(len(frame)))
+            if op.kind == "group" and grouping is None:
+                keys = frame[[f"{_GROUP}{i}" for i in range(len(group_exprs))]]
+                if WIDENED in frame:  # rows shown only to keep classes whole form groups of their own (answers unused)
+                    keys = keys.assign(**{WIDENED: frame[WIDENED].to_numpy(dtype=bool)})
+                frame[GROUP_ID] = (pd.MultiIndex.from_frame(keys).factorize()[0] if keys.shape[1]
+                                   else np.zeros(len(frame), dtype=np.int64))
+            if op.kind == "group" and KEY not in frame:
+                frame[KEY] = frame[f"{_ID}0"]
+            # issue 24: the answer domain is the definition's list or the whole stored ground-truth column's values
+            definition = selection.with_answer_domain(self.ctx.con, definition, call, TRUTH in frame, what)
+            human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
+                               rows_of=rows_of, joint_classes=joint,
+                               kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
+                               budget=named.get("budget"), seed=named.get("seed"), withheld=withheld,
+                               shared=[] if grouping is not None else
+                               self._shared(frame, [n for n in names if n in qi], group_exprs, sources, what))
+            # in explain() every estimated human operator's answers are NULL (spliced below), so once one has been estimated
+            # a later input may be empty only because it filters or joins on those answers
+            if grouping is not None and not (self.estimating and frame.empty and self.ctx.plans):
+                self._run_grouping_sets(scope, call, human, grouping, sources, what)
+                return
+            if self.estimating and frame.empty and self.ctx.plans:
+                self.ctx.plans.append(OperatorPlan(
+                    operator=op.name, kind=op.kind, input_rows=0, items=0, cached_items=0, hits=0, assignments=0,
+                    estimated_cost=0.0, budget=None, k=None, anonymizer=NOT_ESTIMATED,
+                    note="its input depends on answers of an earlier operator, which explain() does not buy"))
+                answers = None
+            elif self.estimating:
+                HumanOperatorRun(self.ctx, human, estimating=True).estimate()
+                answers = None
+            else:
+                answers, _plan = HumanOperatorRun(self.ctx, human).run()
+            if answers is None:  # explain(): splice a typed NULL so outer operators can still be estimated
+                call.replace(answer_column(call, exp.cast(exp.null(), "VARCHAR")))
+                return
+            if WIDENED in frame:  # rows shown only to keep joint classes whole: their answers are not the query's
+                frame = frame[~frame[WIDENED].to_numpy(dtype=bool)]
+            self._splice(scope, call, op.kind, frame, answers, sources, group_exprs, pushdown)
+
+        if self.estimating and self.ctx.ks:  # the trade-off: the call estimated at each k in this one pass
+            for k in self.ctx.ks:
+                before = len(self.ctx.plans)
+                try:
+                    ask(dataclasses.replace(definition, k=k), frame.copy(), rows_of)
+                except (ArgumentError, PrivacyError) as refused:  # this k cannot be had (fewer rows than k, ...)
+                    self.ctx.plans.append(OperatorPlan(
+                        operator=op.name, kind=op.kind, input_rows=len(frame), items=0, cached_items=0, hits=0,
+                        assignments=0, estimated_cost=0.0, budget=None, k=k, anonymizer=NOT_ESTIMATED,
+                        note=f"would be refused: {refused}"))
+                for plan in self.ctx.plans[before:]:
+                    plan.k = k  # (a plan not estimated has none: the trade-off reads each plan's k)
+            call.replace(answer_column(call, exp.cast(exp.null(), "VARCHAR")))  # (the first k replaced it already)
             return
-        if self.estimating and frame.empty and self.ctx.plans:
-            self.ctx.plans.append(OperatorPlan(
-                operator=op.name, kind=op.kind, input_rows=0, items=0, cached_items=0, hits=0, assignments=0,
-                estimated_cost=0.0, budget=None, k=None, anonymizer=NOT_ESTIMATED,
-                note="its input depends on answers of an earlier operator, which explain() does not buy"))
-            answers = None
-        elif self.estimating:
-            HumanOperatorRun(self.ctx, human, estimating=True).estimate()
-            answers = None
-        else:
-            answers, _plan = HumanOperatorRun(self.ctx, human).run()
-        if answers is None:  # explain(): splice a typed NULL so outer operators can still be estimated
-            call.replace(answer_column(call, exp.cast(exp.null(), "VARCHAR")))
-            return
-        if WIDENED in frame:  # rows shown only to keep joint classes whole: their answers are not the query's
-            frame = frame[~frame[WIDENED].to_numpy(dtype=bool)]
-        self._splice(scope, call, op.kind, frame, answers, sources, group_exprs, pushdown)
+        ask(definition, frame, rows_of)
 
     def _widened_input(self, rows: TableInput, query: exp.Query, table: str, named: dict[str, Any]) -> TableInput:
         """ANONYMIZE's input and the rows of ``table`` that keep the joint classes it touches whole (``serve.widening``,

@@ -24,6 +24,7 @@ class OperatorContext:
     progress: bool = True
     budget: float | None = None  # per query, across its operators
     timeout: float | None = None  # seconds a crowd step waits for people's answers (None: the platform's default)
+    ks: tuple[int, ...] = ()  # explain() of the trade-off: each human call estimated at each of these k, one pass
     spent: float = 0.0
     plans: list = dataclasses.field(default_factory=list)  # OperatorPlan of every operator, in run order
     reports: list = dataclasses.field(default_factory=list)  # privacy/quality reports of table functions

@@ -120,14 +120,16 @@ def _withheld_text(withheld: Mapping[str, str]) -> str:
     return "; ".join(shown)
 
 
-def estimate(state: State, query: str, statements: list[exp.Expression]) -> QueryPlan:
+def estimate(state: State, query: str, statements: list[exp.Expression], ks: tuple[int, ...] = ()) -> QueryPlan:
     """What ``statements`` (parsed from ``query``, their values bound) would post to the crowd, cost and release:
     every step is run to estimate it, and nothing is bought, published or recorded. A query of several statements
     is rehearsed inside a transaction that is rolled back, so each statement is estimated against what the earlier
-    ones create or fill (crowd answers are NULL there)."""
+    ones create or fill (crowd answers are NULL there). ``ks``: every human call is estimated at each of them
+    instead of its own k (the trade-off), in this one pass."""
     guards.refuse_unreadable_commands(state.con, statements)  # what the run would refuse
     guards.refuse_crowd_views(state.registry, statements)
     ctx = state.context(query)
+    ctx.ks = tuple(ks)
     planner = Planner(ctx, estimating=True)
     rehearse = len(statements) > 1 and not in_transaction(state.con)
     try:
@@ -175,23 +177,23 @@ def _rehearsable(statement: exp.Expression) -> bool:
 
 def tradeoff(state: State, query: str, statements: list[exp.Expression], ks: list[int]) -> pd.DataFrame:
     """The k-anonymity trade-off of ``statements``: their estimate with every human operator's k set to each of
-    ``ks``. One row per (k, operator call); a k that cannot be had (fewer rows than k, the guard) is one row saying
-    why."""
+    ``ks``, in one estimating pass (the inputs are read once; each call's widening and estimate run per k). One row
+    per (k, operator call), in the order of ``ks``; a k a call cannot have (fewer rows than k, the guard) is a row
+    saying why, its figures missing; a query that cannot be estimated at all, one such row per k."""
+    columns = ["k", "operator", "ncp", "accuracy_lower", "accuracy_upper", "hits", "estimated_cost", "refused"]
+    try:  # (estimating rewrites its trees: copies)
+        plan = estimate(state, query, [s.copy() for s in statements], ks=tuple(ks))
+    except (ArgumentError, PrivacyError) as err:
+        return pd.DataFrame([{"k": k, "refused": str(err)} for k in ks], columns=columns)
+    order = {k: i for i, k in reversed(list(enumerate(ks)))}  # each k's first place in ks
     rows = []
-    for k in ks:
-        try:  # (estimating rewrites its trees: a copy per k)
-            plan = estimate(state, query, [_with_k(s.copy(), k, state) for s in statements])
-        except (ArgumentError, PrivacyError) as err:  # this k cannot be had (fewer rows than k, the guard)
-            rows.append({"k": k, "operator": None, "ncp": None, "accuracy_lower": None, "accuracy_upper": None,
-                         "hits": None, "estimated_cost": None, "refused": str(err)})
-            continue
-        for op in plan.operators:
-            refused = op.note.split("would be refused: ", 1)[1] if "would be refused: " in op.note else None
-            rows.append({"k": k, "operator": op.operator, "ncp": op.ncp, "accuracy_lower": op.accuracy_lower,
-                         "accuracy_upper": op.accuracy_upper, "hits": op.hits,
-                         "estimated_cost": op.estimated_cost, "refused": refused})
-    return pd.DataFrame(rows, columns=["k", "operator", "ncp", "accuracy_lower", "accuracy_upper", "hits",
-                                       "estimated_cost", "refused"])
+    for op in sorted(plan.operators, key=lambda p: order.get(p.k, len(ks))):  # (stable: calls in their order)
+        refused = op.note.split("would be refused: ", 1)[1] if "would be refused: " in op.note else None
+        missing = op.anonymizer == NOT_ESTIMATED and refused is not None
+        rows.append({"k": op.k, "operator": op.operator, "refused": refused, **(
+            {} if missing else {"ncp": op.ncp, "accuracy_lower": op.accuracy_lower, "accuracy_upper": op.accuracy_upper,
+                                "hits": op.hits, "estimated_cost": op.estimated_cost})})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def show_tradeoff(state: State, query: str, statements: list[exp.Expression]) -> None:
@@ -203,14 +205,3 @@ def show_tradeoff(state: State, query: str, statements: list[exp.Expression]) ->
     except Exception:  # noqa: BLE001 - the panel is an aid: a query it cannot estimate runs without it
         return
     state.platform.show_tradeoff(query, frame)
-
-
-def _with_k(statement: exp.Expression, k: int, state: State) -> exp.Expression:
-    """``statement`` with ``k := k`` on every call of a human operator (replacing a k it names)."""
-    for node in list(statement.walk()):
-        if isinstance(node, exp.Anonymous) and node.name in state.registry:
-            args = [a for a in node.expressions
-                    if not (isinstance(a, exp.PropertyEQ) and a.this.name.lower() == "k")]
-            node.set("expressions", [*args, exp.PropertyEQ(this=exp.to_identifier("k"),
-                                                           expression=exp.Literal.number(int(k)))])
-    return statement

@@ -57,3 +57,9 @@ def test_explain_is_one_estimating_pass_and_plain_sql_none(passes):
         db.sql("SELECT count(*) FROM people").fetchall()
         db.sql("CREATE TABLE copy AS SELECT * FROM people")
         assert passes == ["estimate"]
+
+
+def test_the_tradeoff_of_five_ks_is_one_estimating_pass(passes):
+    with _db() as db:
+        got = db.tradeoff("SELECT id, getposition(*) AS job FROM people WHERE age < 40")
+        assert got["k"].tolist() == [2, 5, 10, 20, 50] and passes == ["estimate"]

@@ -46,3 +46,15 @@ def test_a_k_that_cannot_be_had_is_a_row_saying_why(db):
     assert got["refused"].isna().tolist() == [True, False]
     assert got.loc[1, "refused"].startswith("getposition: its input has ") and "fewer than k=500" in got.loc[1, "refused"]
     assert got.loc[1, ["ncp", "hits"]].isna().all() and got.loc[0, "ncp"] > 0
+
+
+def test_two_calls_are_traded_off_in_one_pass_as_explain_says_at_each_k(db):
+    query = ("SELECT id, getposition(*, k := 10) AS a, getposition(age, sex, zip, assignments := 3) AS b "
+             "FROM people WHERE age < 60")
+    got = db.tradeoff(query, ks=(20, 5))
+    assert got["k"].tolist() == [20, 20, 5, 5] and got["refused"].isna().all()
+    for k, pair in ((20, got.iloc[:2]), (5, got.iloc[2:])):
+        explained = db.explain(query.replace("k := 10", f"k := {k}").replace("assignments := 3",
+                                                                              f"assignments := 3, k := {k}"))
+        assert [(p.operator, p.ncp, p.hits, p.estimated_cost) for p in explained.operators] == list(
+            pair[["operator", "ncp", "hits", "estimated_cost"]].itertuples(index=False, name=None))
