@@ -120,6 +120,7 @@ class Planner:
         self.registered: list[str] = []  # every Arrow table it registered (table-function inputs and releases)
         self.plain_temps: set[str] = set()  # materialized sources that are one table's rows and columns as stored
         self.steps: list[str] = []  # the steps it ran, in order (explain() shows them)
+        self.identities = identity.Identities(ctx.con)
 
     # ------------------------------------------------------------------------------------------- detection
     def is_human(self, node: exp.Expression) -> bool:
@@ -137,6 +138,9 @@ class Planner:
     # ------------------------------------------------------------------------------------------------ main
     def rewrite(self, tree: exp.Expression) -> exp.Expression:
         """Plan ``tree``'s crowd operators, then run them in the plan's order; returns the rewritten tree."""
+        # names resolved as DuckDB binds them, each once for this statement (the statement before it may have made
+        # or dropped tables; its own steps make only temp tables of crowddb's names)
+        self.identities = identity.Identities(self.ctx.con)
         for step in self.plan(tree):
             self.execute(step)
         return tree
@@ -243,7 +247,7 @@ class Planner:
             spelt = _as_table(source)  # main.adult is a column's table-qualified name to sqlglot
             table = spelt
             if spelt.args.get("db") or source.name.lower() not in visible_ctes(node):
-                relation = identity.Identities(self.ctx.con).of(spelt)
+                relation = self.identities.of(spelt)
                 if relation is None:
                     # DuckDB would read a missing name ending in .csv as a file (and quote its first line in errors)
                     raise UnknownColumnError(f"{name}: no table, view or CTE named {spelt.sql(DIALECT)!r}")
@@ -260,7 +264,7 @@ class Planner:
         if spec.traced:  # a k-anonymous release: its rows go in the privacy ledger, by their identity
             self._refuse_untraceable(name, query, "release")
             bases = base_tables(self.ctx.con, query)
-            query, traced_table = traced(self.ctx.con, query)
+            query, traced_table = traced(self.ctx.con, query, self.identities)
         rows = self._input(query, reads)  # the input once, in its order, only what the function reads
         if traced_table is not None and rows.row_refs is not None:
             rows = self._widened_input(rows, query, traced_table, named)
@@ -318,7 +322,7 @@ class Planner:
         """A release (or a charge) over rows crowddb cannot tie to their table (``query('SELECT ...')``, a table
         macro, a file: they may read any table) is refused while any table has a privacy ledger or a budget: the
         ledger could not record whose rows it showed, the budget whose sources it spent."""
-        opaque = opaque_sources(query, identity.Identities(self.ctx.con).key)
+        opaque = opaque_sources(query, self.identities.key)
         if opaque and self.ctx.store.anything_protected():
             raise PrivacyError(f"{name.upper()}: its input reads {opaque[0]}, which may read any table, and crowddb "
                                f"cannot tie its rows to one; while tables have roles, a privacy ledger or a budget, "
@@ -438,7 +442,7 @@ class Planner:
         if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
             name = item.name
             if item.args.get("db") or name.lower() not in visible_ctes(scope):
-                relation = identity.Identities(con).of(item)  # what DuckDB reads under this spelling
+                relation = self.identities.of(item)  # what DuckDB reads under this spelling
                 if relation is not None and not relation.view:
                     key = relation.key
                     return _Source(alias, key, _columns(con, relation.ref()), roles_of(con, key), (key,), True)
@@ -467,7 +471,7 @@ class Planner:
         """A FROM item as a temp table (rowids 0..n-1); when its rows are rows of one base table (``traced``), also
         that table and each row's identity in it (``row_identity``: how the privacy ledger names the rows a worker
         sees)."""
-        with_refs, of = traced(self.ctx.con, query)
+        with_refs, of = traced(self.ctx.con, query, self.identities)
         if of is None:
             temp = self._temp_table("src", query=query)
             item.replace(_sql.table(temp, alias))

@@ -15,22 +15,23 @@ ROW_REF = "__crowd_row_ref"
 _NOT_ROW_BY_ROW = ("joins", "group", "distinct", "having", "qualify", "laterals", "pivots", "windows", "connect")
 
 
-def traced(con, query: exp.Expression) -> tuple[exp.Expression, str | None]:
+def traced(con, query: exp.Expression, ids: identity.Identities | None = None) -> tuple[exp.Expression, str | None]:
     """``query`` with a column ``ROW_REF`` holding the identity (``row_identity``) of the base-table row each of its
     rows is, and that table, when it reads one base table row by row, through views, CTEs and subqueries (each a
     SELECT with a WHERE, ORDER BY or LIMIT at most: no join, GROUP BY, DISTINCT, aggregate, window or set operation);
     else ``query`` unchanged and None. The lineage of rows the privacy ledger needs, as ``lineage`` is the lineage of columns."""
     copy = query.copy()
-    table = _trace(con, copy, {}, frozenset())
+    table = _trace(con, copy, {}, frozenset(), ids or identity.Identities(con))
     return (copy, table) if table is not None else (query, None)
 
 
-def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozenset[str]) -> str | None:
+def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozenset[str],
+           ids: identity.Identities) -> str | None:
     """Add ``ROW_REF`` to ``select`` in place (and to the CTE definitions and inlined views it reads); returns the
     base table, or None (then nothing was changed that the caller keeps: it works on a copy). A UNION ALL whose
     branches each read the same table row by row is that table's rows (``_trace_union``)."""
     if isinstance(select, exp.Union):
-        return _trace_union(con, select, ctes, seen)
+        return _trace_union(con, select, ctes, seen, ids)
     if (not isinstance(select, exp.Select) or any(select.args.get(part) for part in _NOT_ROW_BY_ROW)
             or any(e.find(exp.AggFunc, exp.Window) for e in select.expressions)):
         return None  # (a WHERE filters rows one by one, whatever it reads; an aggregate or window in the list does not)
@@ -49,10 +50,10 @@ def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozense
         if not item.args.get("db") and name in ctes:
             if name in seen:
                 return None
-            table = _trace(con, ctes[name].this, ctes, seen | {name})
+            table = _trace(con, ctes[name].this, ctes, seen | {name}, ids)
             ref = exp.column(ROW_REF, table=alias, quoted=True)
         else:
-            relation = identity.Identities(con).of(item)  # however spelt: main.adult is adult
+            relation = ids.of(item)  # however spelt: main.adult is adult
             if relation is not None and not relation.view:
                 table, star = relation.key, False  # a table's * does not bring its rowid
                 ref = row_identity(con, relation.key, alias)
@@ -60,7 +61,7 @@ def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozense
                 definition = view_query(con, relation.key)
                 if definition is None:
                     return None
-                table = _trace(con, definition, {}, seen | {relation.key.lower()})
+                table = _trace(con, definition, {}, seen | {relation.key.lower()}, ids)
                 if table is not None:  # the view inlined, so its rows can carry their identity
                     item.replace(exp.Subquery(this=definition, alias=exp.TableAlias(
                         this=exp.to_identifier(alias, quoted=True))))
@@ -68,7 +69,7 @@ def _trace(con, select: exp.Expression, ctes: dict[str, exp.CTE], seen: frozense
             else:
                 return None
     elif isinstance(item, exp.Subquery):
-        table = _trace(con, item.this, ctes, seen)
+        table = _trace(con, item.this, ctes, seen, ids)
         ref = exp.column(ROW_REF, table=alias, quoted=True)
     else:
         return None
@@ -93,12 +94,13 @@ def hands_on_columns(query: exp.Query) -> bool:
     return True
 
 
-def _trace_union(con, union: exp.Union, ctes: dict[str, exp.CTE], seen: frozenset[str]) -> str | None:
+def _trace_union(con, union: exp.Union, ctes: dict[str, exp.CTE], seen: frozenset[str],
+                 ids: identity.Identities) -> str | None:
     """``_trace`` of a UNION ALL: each branch traced, ROW_REF last in each (so it lines up by position and by name);
     the table when every branch reads the same one. UNION (DISTINCT) merges rows, so it is not row by row."""
     if union.args.get("distinct") or (union.args.get("with_") or union.args.get("with")) is not None:
         return None
-    tables = {_trace(con, side.this if isinstance(side, exp.Subquery) else side, ctes, seen)
+    tables = {_trace(con, side.this if isinstance(side, exp.Subquery) else side, ctes, seen, ids)
               for side in (union.this, union.expression)}
     if len(tables) != 1 or None in tables:
         return None

@@ -296,7 +296,7 @@ def joint_classes(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) 
     rows = np.asarray(rows, dtype=np.int64)
     empty = pd.DataFrame(columns=["row_ref", "history", "last_box", "last_release", "last_k",
                                   "last_quasi_identifiers", "k"])
-    if not len(rows):
+    if not len(rows) or not _has_history(con, table):
         return empty
     with registered(con, __crowd_want=pa.table({"row_ref": pd.unique(rows)})):
         return _categorical(con.sql(
@@ -308,6 +308,14 @@ def joint_classes(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) 
             "h.last_quasi_identifiers, h.k "
             "FROM crowddb_row_history h JOIN touched USING (history) WHERE h.table_name = ?",
             params=[links.root(con, table), links.root(con, table)]).to_arrow_table())
+
+
+def _has_history(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Has any release of ``table`` (its ledger root) put rows on record? One row of crowddb_ledger_tables says so
+    (``record`` bumps it in the transaction that writes the histories): a table never released has nothing to
+    look up."""
+    return bool(con.execute("SELECT count(*) FROM crowddb_ledger_tables WHERE table_name = ?",
+                            [links.root(con, table)]).fetchall()[0][0])
 
 
 def _categorical(table: pa.Table) -> pd.DataFrame:
@@ -364,7 +372,7 @@ def has_releases(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> boo
 def shown_before(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) -> int:
     """How many of ``rows`` (identities of rows of ``table``) an earlier release showed."""
     rows = np.asarray(rows, dtype=np.int64)
-    if not len(rows):
+    if not len(rows) or not _has_history(con, table):
         return 0
     with registered(con, __crowd_want=pa.table({"row_ref": pd.unique(rows)})):
         return int(con.execute("SELECT count(*) FROM crowddb_row_history WHERE table_name = ? AND row_ref IN "
