@@ -104,6 +104,10 @@ def arrow_select(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table | pd
     ``types[i]`` where Arrow lost that type (None: as read), rows in the table's order. Splicing the SELECT into a
     query makes no catalog entry (no view to create and drop). Returns the SELECT and its columns: DuckDB's names, duplicates made unique as CREATE TABLE AS makes them."""
     con.register(name, table)
+    names = list(table.column_names if isinstance(table, pa.Table) else table.columns)
+    if types is None and all(isinstance(c, str) for c in names) and len({c.lower() for c in names}) == len(names):
+        # nothing to cast and names DuckDB keeps as they are (distinct, whatever their case): no binding needed
+        return exp.select(*(_sql.column(c) for c in names)).from_(_sql.table(name)), names
     try:
         relation = con.sql(_sql.select_all(name).sql(_sql.DIALECT))  # bound, not run: DuckDB's column names
         select, columns = [], []

@@ -123,7 +123,7 @@ def steps(tree: exp.Expression, registry: Registry) -> list[Step]:
     with its human calls (tuple operators, then group operators)."""
     out: list[Step] = []
     # the tree does not change while it is planned: its CTE scopes are read once
-    scopes = CteScopes(tree) if isinstance(tree, TRAVERSABLES) else None
+    scopes = CteScopes(tree) if isinstance(tree, TRAVERSABLES) and tree.find(exp.CTE) is not None else None
     unread = scopes.unread(table_function_inputs(tree, table_functions.names())) if scopes else []
     # DuckDB never runs a CTE nothing reads: neither do its crowd operators (they would publish and pay for rows
     # no result shows)
@@ -216,7 +216,9 @@ def visible_ctes(node: exp.Expression) -> dict[str, exp.CTE]:
     for ancestor in ancestors(node):
         if isinstance(ancestor, TRAVERSABLES):
             top = ancestor
-    return {} if top is None else CteScopes(top).visible(node)
+    if top is None or top.find(exp.CTE) is None:  # (a statement without WITH: no scopes to build)
+        return {}
+    return CteScopes(top).visible(node)
 
 
 class CteScopes:
