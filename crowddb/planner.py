@@ -292,7 +292,8 @@ class Planner:
             ledger = [(traced_table, result.release.published)] if traced_table else [(t, None) for t in bases]
             for table, published in ledger if self.estimating else ():  # a run is checked as it is recorded
                 composition.check(self.ctx.con, table, "release:next", result.release.k or 1, published)
-        if spec.charge is not None and charge is None and result.release is not None and result.release.epsilon is not None:
+        if (spec.charge is not None and charge is None and result.release is not None
+                and result.release.epsilon is not None):
             raise PrivacyError(f"{name}: internal error: a DP release whose charge could not be declared; "
                                "nothing was recorded")  # fail closed: never an uncharged release
         if spend is not None:  # explain() shows it too
@@ -576,14 +577,14 @@ class Planner:
                 frame[KEY] = frame[f"{_ID}0"]
             # issue 24: the answer domain is the definition's list or the whole stored ground-truth column's values
             definition = selection.with_answer_domain(self.ctx.con, definition, call, TRUTH in frame, what)
-            human = HumanInput(op=definition, frame=frame, published=names, quasi_identifiers=[n for n in names if n in qi],
-                               rows_of=rows_of, joint_classes=joint,
+            human = HumanInput(op=definition, frame=frame, published=names,
+                               quasi_identifiers=[n for n in names if n in qi], rows_of=rows_of, joint_classes=joint,
                                kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
                                budget=named.get("budget"), seed=named.get("seed"), withheld=withheld,
                                shared=[] if grouping is not None else
                                self._shared(frame, [n for n in names if n in qi], group_exprs, sources, what))
-            # in explain() every estimated human operator's answers are NULL (spliced below), so once one has been estimated
-            # a later input may be empty only because it filters or joins on those answers
+            # in explain() every estimated human operator's answers are NULL (spliced below), so once one has been
+            # estimated a later input may be empty only because it filters or joins on those answers
             if grouping is not None and not (self.estimating and frame.empty and self.ctx.plans):
                 self._run_grouping_sets(scope, call, human, grouping, sources, what)
                 return
