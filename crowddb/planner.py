@@ -57,7 +57,7 @@ from .privacy import equality, identity, selection, serve, values
 from .privacy.tracing import ROW_REF, hands_on_columns, row_identity, traced
 from .query import plan as planning
 from .query.plan import BoundCall, Step, answer_column, contains, split_arguments, visible_ctes
-from .query.text import is_human, is_table_function
+from .query.text import crowd_nodes, is_human, is_table_function
 from .store import TableRoles, composition, privacy, relation_kind, resolve_table, roles_of, table_columns
 from .store.roles import is_default_key, is_key
 from .udf import HumanOperator
@@ -130,7 +130,7 @@ class Planner:
         return is_table_function(node)
 
     def crowd_nodes(self, root: exp.Expression) -> list[exp.Expression]:
-        return planning.crowd_nodes(root, self.ctx.registry)
+        return crowd_nodes(root, self.ctx.registry)
 
     def has_crowd(self, root: exp.Expression) -> bool:
         return any(True for _ in self.crowd_nodes(root))

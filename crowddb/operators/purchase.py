@@ -49,8 +49,8 @@ def record_earlier(store: Store, platform: Platform, ids: list[str], got: Collec
 def collect_finished(store: Store, platform: Platform) -> int:
     """HITs on record as published whose assignments are all in on the platform (people answered while no session
     was open, through ``crowddb serve``): collected and put on record now, when a session opens the database, as the
-    rerun of their query would. A platform that cannot tell which HITs are finished (no ``finished``) is left to the
-    reruns. Returns how many HITs were collected."""
+    rerun of their query would. A platform that cannot tell which HITs are finished (``finished`` returns None) is
+    left to the reruns. Returns how many HITs were collected."""
     published = store.published_hits(platform.name)
     finished = platform.finished(published) if published else None
     ids = sorted(finished) if finished else []

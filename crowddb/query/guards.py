@@ -24,7 +24,7 @@ from ..store import composition, privacy
 from ..store.roles import declared_tables
 from ..udf import Registry
 from .plan import answer_column
-from .text import is_human, is_table_function, parse, tracked_command
+from .text import asks_humans, is_human, is_table_function, parse, tracked_command
 
 #: the privacy ledgers (the epsilon budget's and its view; k-anonymity's, store/composition.py): written only by
 #: crowddb (set/reset_privacy_budget, a release)
@@ -77,7 +77,7 @@ def refuse_in_transaction(con: duckdb.DuckDBPyConnection, registry: Registry,
     """Crowd HITs are paid outside the database: a ROLLBACK could not take them back, only forget that they were
     bought (and buy them again). So human operators do not run inside an explicit transaction, whether the caller
     opened it before the query or the query's own text opens it (BEGIN ...; SELECT getposition(*) ...)."""
-    human = [any(is_human(n, registry) for n in s.walk()) for s in statements]
+    human = [asks_humans(s, registry) for s in statements]
     if not any(human):
         return
     is_open = in_transaction(con)

@@ -16,7 +16,7 @@ from ..errors import ArgumentError, SQLParseError
 from ..operators import table_functions
 from ..replacement import table_function_inputs
 from ..udf import Registry
-from .text import is_human, is_table_function
+from .text import crowd_nodes, is_human, is_table_function
 
 
 def literal_value(node: exp.Expression, what: str) -> Any:
@@ -111,11 +111,6 @@ def bind(call: exp.Anonymous, registry: Registry) -> BoundCall:
         raise ArgumentError(f"{what}: its question {definition.question!r} cannot be filled in with the "
                             f"arguments {args}: {type(err).__name__} {err}") from None
     return BoundCall(op, definition, what, columns_args, args, named)
-
-
-def crowd_nodes(root: exp.Expression, registry: Registry) -> list[exp.Expression]:
-    """The human operator calls and table functions in ``root``, in walk order."""
-    return [n for n in root.walk() if is_human(n, registry) or is_table_function(n)]
 
 
 def steps(tree: exp.Expression, registry: Registry) -> list[Step]:

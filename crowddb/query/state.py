@@ -57,18 +57,23 @@ class State:
         return protected
 
     def keep(self, result_of: tuple[Any, Any]) -> None:
-        """Keep what a crowd result reads; before the query runs, the oldest beyond ``KEPT_RESULTS`` are dropped
-        (dropping after would replace its pending result)."""
+        """Keep what a crowd result reads (its planner's temp tables, the Python objects it registered) until
+        ``make_room`` or ``drop_all`` drops it."""
         self.kept.append(result_of)
 
     def make_room(self) -> None:
+        """Drop what the oldest kept results read, beyond ``KEPT_RESULTS`` - 1: called before a crowd query runs
+        (dropping after would replace its pending result)."""
         while len(self.kept) >= KEPT_RESULTS:
-            executor, scans = self.kept.pop(0)
-            executor.drop_temps()
-            scans.drop()
+            _drop(self.kept.pop(0))
 
     def drop_all(self) -> None:
-        for executor, scans in self.kept:
-            executor.drop_temps()
-            scans.drop()
+        for result_of in self.kept:
+            _drop(result_of)
         self.kept = []
+
+
+def _drop(result_of: tuple[Any, Any]) -> None:
+    planner, scans = result_of
+    planner.drop_temps()
+    scans.drop()

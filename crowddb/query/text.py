@@ -197,11 +197,20 @@ class Reader:
 
     def calls_crowd(self, statement: exp.Expression) -> bool:
         """Does ``statement`` call a human operator or a table function (in the tree, not only in its text)?"""
-        return any(is_human(n, self.registry) or is_table_function(n) for n in statement.walk())
+        return bool(crowd_nodes(statement, self.registry))
 
     def asks_humans(self, statement: exp.Expression) -> bool:
-        """Does ``statement`` call a human operator (not only table functions)?"""
-        return any(is_human(n, self.registry) for n in statement.walk())
+        return asks_humans(statement, self.registry)
+
+
+def crowd_nodes(root: exp.Expression, registry: Registry) -> list[exp.Expression]:
+    """The human operator calls and table functions in ``root``, in walk order."""
+    return [n for n in root.walk() if is_human(n, registry) or is_table_function(n)]
+
+
+def asks_humans(statement: exp.Expression, registry: Registry) -> bool:
+    """Does ``statement`` call a human operator (not only table functions)?"""
+    return any(is_human(n, registry) for n in statement.walk())
 
 
 def is_human(node: exp.Expression, registry: Registry) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -61,18 +62,19 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     frame = rows.df(read)
     check_request(frame, qi, args["k"], args["method"])  # refused before anything, whether or not it is computed
 
-    def fresh():  # the release asked for; not computed when the rows are served from the boxes they were shown in
+    @functools.cache
+    def fresh():  # the release asked for, computed once; not at all when the rows are served from their boxes
         return anonymize(frame, qi, args["k"], method=args["method"], strict=args["strict"],
                          sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
                          hierarchies=hierarchies)
 
-    # l-diversity and hierarchies are checked only by computing the release: computed up front then
-    release = None if args["l"] is None and args["sensitive"] is None and not hierarchies else fresh()
-    published = None
+    if args["l"] is not None or args["sensitive"] is not None or hierarchies:
+        fresh()  # l-diversity and hierarchies are checked only by computing the release: up front then
+    release = published = None
     if rows.row_refs is not None:
         composition.distinct_rows("ANONYMIZE", "its input", rows.row_refs)
         if rows.ledger_table is not None and composition.shown_before(ctx.con, rows.ledger_table, rows.row_refs):
-            release, published = _kept_classes(ctx, rows, release or fresh, frame[qi], qi, args, kinds, seed)
+            release, published = _kept_classes(ctx, rows, fresh, frame[qi], qi, args, kinds, seed)
     if release is None:
         release = fresh()
     if rows.row_refs is not None and published is None:  # each row's box, as the release prints it
@@ -110,9 +112,8 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
     asked for when the guard accepts it (a partition that keeps every joint class whole); else a release that keeps
     them whole (``privacy.serve``: merged classes for a larger k, added quasi-identifiers generalized over each
     class, new rows anonymized alone by the method asked for), with the guard's reason in the report. l-diversity and
-    hierarchies are not kept by such a release: refused then, with the guard's reason. ``asked``: the release asked
-    for, or the function that computes it (only when the persisted partition cannot serve); ``frame``: the rows'
-    quasi-identifiers."""
+    hierarchies are not kept by such a release: refused then, with the guard's reason. ``asked``: computes the release
+    asked for (called only when the persisted partition cannot serve); ``frame``: the rows' quasi-identifiers."""
     from ...anonymize import anonymize
     from ...anonymize.encoding import encode
     from ...anonymize.generalize import assemble
@@ -127,7 +128,7 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
         plan, why_not = None, no_plan
     guard = "every row was shown before over these quasi-identifiers at this k or more"
     if plan is None or pd.isna(plan.boxes).any():  # not the persisted partition itself: the release asked for, if safe
-        release = asked() if callable(asked) else asked
+        release = asked()
         published = _published(rows.row_refs, release, qi)
         try:
             composition.check(ctx.con, rows.ledger_table, "release:next", k, published)
