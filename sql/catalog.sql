@@ -134,29 +134,41 @@ CREATE TABLE IF NOT EXISTS crowddb_ledger (
     PRIMARY KEY (release, table_name)
 );
 
-CREATE TABLE IF NOT EXISTS crowddb_published (
-    release     VARCHAR NOT NULL,
-    table_name  VARCHAR NOT NULL,
-    row_ref     BIGINT NOT NULL,
-    k           INTEGER NOT NULL,
-    box         VARCHAR NOT NULL
+-- What each release showed of each row, stored as numbers (a 1M-row release appends 1M rows of three integers from
+-- Arrow, its box texts once each): release_no numbers the (release, table) entries of crowddb_ledger, in the order
+-- they were recorded; a release's boxes are numbered within it (box_id), one row per distinct text.
+CREATE SEQUENCE IF NOT EXISTS crowddb_ledger_numbers;
+ALTER TABLE crowddb_ledger ADD COLUMN IF NOT EXISTS release_no INTEGER;
+CREATE TABLE IF NOT EXISTS crowddb_ledger_boxes (
+    release_no  INTEGER NOT NULL,
+    box_id      INTEGER NOT NULL,
+    box         VARCHAR NOT NULL     -- the published texts of its quasi-identifiers (composition.box_text)
 );
+CREATE TABLE IF NOT EXISTS crowddb_ledger_rows (
+    release_no  INTEGER NOT NULL,
+    row_ref     BIGINT NOT NULL,     -- the row's identity (privacy/tracing.py: row_identity)
+    box_id      INTEGER NOT NULL
+);
+-- the ledger as one row per (release, row): read it here (an old database's table of this name is moved into the
+-- two tables above when it opens: composition.migrate)
+CREATE VIEW IF NOT EXISTS crowddb_published AS
+SELECT l.release, l.table_name, r.row_ref, l.k, b.box
+FROM crowddb_ledger_rows r JOIN crowddb_ledger l USING (release_no) JOIN crowddb_ledger_boxes b USING (release_no, box_id);
 
 -- Each published row's history so far, kept with the ledger (same transaction) so the guard reads one row per table
--- row, however many releases there were: the XOR of md5_number(release || box) over the row's ledger entries, and
--- the smallest k promised to it.
+-- row, however many releases there were: the XOR of md5_number(release || chr(31) || box) over the row's ledger
+-- entries, and the smallest k promised to it; and the release (release_no) and box (box_id) it was newest shown in:
+-- the table's persisted partition read in one pass (composition.recorded), without scanning every release's rows.
 CREATE TABLE IF NOT EXISTS crowddb_row_history (
     table_name  VARCHAR NOT NULL,
     row_ref     BIGINT NOT NULL,
     history     UHUGEINT NOT NULL,
-    k           INTEGER NOT NULL
+    k           INTEGER NOT NULL,
+    last_release_no INTEGER,
+    last_box_id INTEGER
 );
--- the box the row's newest release showed it in, that release, its k and quasi-identifiers: the table's persisted
--- partition read in one pass (composition.recorded), without scanning every release's rows
-ALTER TABLE crowddb_row_history ADD COLUMN IF NOT EXISTS last_release VARCHAR;
-ALTER TABLE crowddb_row_history ADD COLUMN IF NOT EXISTS last_box VARCHAR;
-ALTER TABLE crowddb_row_history ADD COLUMN IF NOT EXISTS last_k INTEGER;
-ALTER TABLE crowddb_row_history ADD COLUMN IF NOT EXISTS last_quasi_identifiers VARCHAR;
+ALTER TABLE crowddb_row_history ADD COLUMN IF NOT EXISTS last_release_no INTEGER;
+ALTER TABLE crowddb_row_history ADD COLUMN IF NOT EXISTS last_box_id INTEGER;
 
 -- One row per table with releases on record, bumped by each release in its transaction: two connections releasing
 -- rows of one table at once conflict here, and the later one is checked again against the earlier one's rows.

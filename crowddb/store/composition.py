@@ -8,11 +8,12 @@ published box (the text of its quasi-identifiers) in each. The promise: every pu
 least k rows, k the smallest among the releases that published it.
 
 The ledger: ``crowddb_ledger``, one row per (release, table): the release ('run:<id>' for a crowd run, 'release:<id>'
-for ANONYMIZE), its k, and whether its rows could be tied to the table's; ``crowddb_published``, one row per (release,
-row): the row's identity (its table's declared key, hashed, else its rowid: ``privacy.tracing.row_identity``, through views,
-CTEs and subqueries: ``privacy.tracing.traced``) and its box as published;
-``crowddb_row_history``, one row per published table row: its history (the XOR of a 128-bit hash of each of its
-entries) and the smallest k promised to it. A release whose rows crowddb cannot tie to one table's rows (its
+for ANONYMIZE), its k, and whether its rows could be tied to the table's; ``crowddb_published`` (a view over
+``crowddb_ledger_rows`` and ``crowddb_ledger_boxes``, stored as numbers and appended from Arrow), one row per (release,
+row): the row's identity (its table's declared key, hashed, else its rowid: ``privacy.tracing.row_identity``, through
+views, CTEs and subqueries: ``privacy.tracing.traced``) and its box as published; ``crowddb_row_history``, one row per
+published table row: its history (the XOR of a 128-bit hash of each of its entries), the smallest k promised to it and
+the release and box it was newest shown in. A release whose rows crowddb cannot tie to one table's rows (its
 quasi-identifiers come from a join of tables, an aggregate, a set operation) is recorded without rows: the guard then
 refuses every other release of that table, and that release too if the table has others (fail closed).
 
@@ -32,13 +33,14 @@ import pandas as pd
 import pyarrow as pa
 
 from .._duck import registered
+from .._resources import catalog_ddl
 from ..errors import CrowdDBError, PrivacyError
 from ..privacy.identity import display
 from . import links
 from .roles import roles_of
 
-TABLES = ("crowddb_ledger", "crowddb_published", "crowddb_row_history", "crowddb_ledger_tables",  # written only here
-          links.LINKS)
+TABLES = ("crowddb_ledger", "crowddb_published", "crowddb_ledger_rows", "crowddb_ledger_boxes",  # written only here
+          "crowddb_ledger_numbers", "crowddb_row_history", "crowddb_ledger_tables", links.LINKS)
 BOX_SEPARATOR = "\x1f"  # between the published texts of a row's quasi-identifiers (never in rendered text)
 
 
@@ -123,9 +125,20 @@ def identity(con: duckdb.DuckDBPyConnection, table: str) -> str:
         "its key), or release the rows from the original table")
 
 
-def _past(con: duckdb.DuckDBPyConnection, table: str, release: str, now: str) -> tuple[list[tuple], bool]:
-    """The table's earlier releases (release, traceable, fingerprint, k), and whether this release is on record
-    already (a later round of a crowd run). Refuses when the table's rows are told apart (``now``: ``identity``)
+class Past(NamedTuple):
+    """A table's ledger before a release is recorded: its earlier releases (release, traceable, fingerprint, k), and
+    this release's number (``release_no``) if it is on record already (a later round of a crowd run), else None."""
+
+    earlier: list[tuple]
+    number: int | None
+
+    @property
+    def continuing(self) -> bool:
+        return self.number is not None
+
+
+def _past(con: duckdb.DuckDBPyConnection, table: str, release: str, now: str) -> Past:
+    """The table's earlier releases and this release's number if it is on record already (``Past``). Refuses when the table's rows are told apart (``now``: ``identity``)
     otherwise than when its first release was recorded (a key declared, dropped or changed since): its rows'
     histories would not meet."""
     stored = con.execute("SELECT identity FROM crowddb_ledger_tables WHERE table_name = ?", [table]).fetchall()
@@ -133,14 +146,14 @@ def _past(con: duckdb.DuckDBPyConnection, table: str, release: str, now: str) ->
         raise PrivacyError(f"{display(table)!r}'s rows were told apart by {stored[0][0]} in its releases on record and by "
                            f"{now} now (its key was declared or changed since): the privacy ledger cannot follow "
                            "them; declare the key it had")
-    rows = con.execute("SELECT release, traceable, fingerprint, k FROM crowddb_ledger WHERE table_name = ? "
+    rows = con.execute("SELECT release, traceable, fingerprint, k, release_no FROM crowddb_ledger WHERE table_name = ? "
                        "ORDER BY release", [table]).fetchall()
-    return [r for r in rows if r[0] != release], any(r[0] == release for r in rows)
+    return Past([r[:4] for r in rows if r[0] != release], next((r[4] for r in rows if r[0] == release), None))
 
 
 def _check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows: Planned | None,
-           past: tuple[list[tuple], bool]) -> str | None:
-    earlier, continuing = past
+           past: Past) -> str | None:
+    earlier, continuing = past.earlier, past.continuing
     untraceable, others = [r for r, t, _, _ in earlier if not t], [r for r, *_ in earlier]
     if untraceable:
         raise PrivacyError(
@@ -178,7 +191,7 @@ def _check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
                                f"in a group of {size}, fewer than k={int(k)}; nothing was published")
         return None
     with registered(con, __crowd_planned=rows.rows, __crowd_boxes=rows.boxes):
-        found = con.execute(_GUARD, [table, release, int(k)]).fetchall()
+        found = con.execute(_GUARD, [table, release, int(k), past.number]).fetchall()
     if found:
         size, promised, count, sample = found[0]
         involved = [r for (r,) in con.execute(
@@ -224,25 +237,70 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
                 "releases = crowddb_ledger_tables.releases + 1", [table, now]).fetchall()
     past = _past(con, table, release, now)
     repeats = _check(con, table, release, k, rows, past)
-    if past[1]:  # a later round of a crowd run may add rows: the release is no longer what its fingerprint says
-        con.execute("UPDATE crowddb_ledger SET fingerprint = NULL WHERE release = ? AND table_name = ?",
-                    [release, table]).fetchall()
-    con.execute("INSERT INTO crowddb_ledger (release, table_name, k, traceable, fingerprint, repeats, "
-                "quasi_identifiers) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [release, table, int(k), rows is not None, rows.fingerprint if rows is not None else None,
-                 repeats, rows.quasi_identifiers if rows is not None else None]).fetchall()
+    if past.continuing:  # a later round of a crowd run may add rows: the release is no longer what its fingerprint says
+        con.execute("UPDATE crowddb_ledger SET fingerprint = NULL WHERE release_no = ?", [past.number]).fetchall()
+        number = past.number
+    else:
+        number = con.execute(
+            "INSERT INTO crowddb_ledger (release, table_name, k, traceable, fingerprint, repeats, quasi_identifiers, "
+            "release_no) VALUES (?, ?, ?, ?, ?, ?, ?, nextval('crowddb_ledger_numbers')) RETURNING release_no",
+            [release, table, int(k), rows is not None, rows.fingerprint if rows is not None else None,
+             repeats, rows.quasi_identifiers if rows is not None else None]).fetchall()[0][0]
     if rows is None or not len(rows) or repeats is not None:  # a repeat is on record by reference
         return
-    with registered(con, __crowd_planned=rows.rows, __crowd_boxes=rows.boxes):
-        if not past[0] and not past[1]:  # the table's first release: every row's history is its one entry
-            con.execute(_FIRST, [table, release, int(k), rows.quasi_identifiers]).fetchall()
-        else:
-            for statement in _FOLD:  # before the new entries join the ledger (``mine`` reads it)
-                con.execute(statement, [table, release, int(k), rows.quasi_identifiers]).fetchall()
-        con.execute("INSERT INTO crowddb_published (release, table_name, row_ref, k, box) "
-                    "SELECT $2, $1, p.row_ref, $3, b.box FROM __crowd_planned p JOIN __crowd_boxes b USING (box_id) "
-                    + ("WHERE p.row_ref NOT IN (SELECT row_ref FROM crowddb_published WHERE release = $2 AND "
-                       "table_name = $1)" if past[1] else ""), [table, release, int(k)]).fetchall()
+    rows = _numbered(con, number, rows, past.continuing)
+    with registered(con, __crowd_planned=rows.rows, __crowd_entries=_entries(con, release, rows)):
+        params = [table, int(k), number]
+        if not past.earlier and not past.continuing:  # the table's first release: each row's history is its entry
+            con.execute(_FIRST, params).fetchall()
+        else:  # before the new entries join the ledger (``mine`` reads it)
+            con.execute(_FOLD, params).fetchall()
+        # the rows themselves: three integers each, appended (a later round adds the rows its earlier ones did not show)
+        con.execute("INSERT INTO crowddb_ledger_rows SELECT $1, row_ref, box_id FROM __crowd_planned"
+                    + (" WHERE row_ref NOT IN (SELECT row_ref FROM crowddb_ledger_rows WHERE release_no = $1)"
+                       if past.continuing else ""), [number]).fetchall()
+
+
+def _entries(con: duckdb.DuckDBPyConnection, release: str, rows: Planned) -> pa.Table:
+    """Each row's ledger entry (``_entry``: a 128-bit hash of the release and its box, as two 64-bit halves ``hi``,
+    ``lo``) beside its identity and box id: hashed once per box by DuckDB, handed to each row of the box by numpy
+    (a join of a million rows to their boxes costs more than the hashes)."""
+    with registered(con, __crowd_boxes=rows.boxes):
+        per_box = con.execute(
+            f"SELECT box_id, (h >> 64)::UBIGINT AS hi, (h & {2 ** 64 - 1}::UHUGEINT)::UBIGINT AS lo "
+            f"FROM (SELECT box_id, {_entry('?')} AS h FROM __crowd_boxes)", [release]).fetchnumpy()
+    ids = rows.rows.column("box_id").to_numpy()
+    hi = np.zeros(int(per_box["box_id"].max(initial=-1)) + 1, dtype=np.uint64)
+    lo = hi.copy()
+    hi[per_box["box_id"]], lo[per_box["box_id"]] = per_box["hi"], per_box["lo"]
+    return pa.table({"row_ref": rows.rows.column("row_ref"), "hi": hi[ids], "lo": lo[ids], "box_id": ids})
+
+
+def _numbered(con: duckdb.DuckDBPyConnection, number: int, rows: Planned, continuing: bool) -> Planned:
+    """Put the boxes of ``rows`` on record as boxes of release ``number`` (one row per text) and return ``rows`` with
+    the box ids they are stored under. A first round's boxes keep their ids; a later round's text shown by an earlier
+    round keeps that round's id (one box, one id), and a new text is numbered after the release's others."""
+    if not continuing:
+        with registered(con, __crowd_boxes=rows.boxes):
+            con.execute("INSERT INTO crowddb_ledger_boxes SELECT ?, box_id, box FROM __crowd_boxes",
+                        [number]).fetchall()
+        return rows
+    stored = con.execute("SELECT box, box_id FROM crowddb_ledger_boxes WHERE release_no = ?", [number]).fetchall()
+    ids = dict(stored)
+    texts = rows.boxes.column("box").to_pylist()  # (a round's boxes: one per class, not per row)
+    fresh = [t for t in dict.fromkeys(texts) if t not in ids]
+    ids.update(zip(fresh, range(max(ids.values(), default=-1) + 1, max(ids.values(), default=-1) + 1 + len(fresh))))
+    if fresh:
+        with registered(con, __crowd_fresh=pa.table({"box_id": np.array([ids[t] for t in fresh], dtype=np.int64),
+                                                     "box": pa.array(fresh, pa.string())})):
+            con.execute("INSERT INTO crowddb_ledger_boxes SELECT ?, box_id, box FROM __crowd_fresh",
+                        [number]).fetchall()
+    stored_id = np.array([ids[t] for t in texts], dtype=np.int64)
+    box_ids = stored_id[rows.rows.column("box_id").to_numpy()]
+    shown = list(dict.fromkeys(texts))
+    return Planned(pa.table({"row_ref": rows.rows.column("row_ref"), "box_id": box_ids}),
+                   pa.table({"box_id": np.array([ids[t] for t in shown], dtype=np.int64),
+                             "box": pa.array(shown, pa.string())}), rows.fingerprint, rows.quasi_identifiers)
 
 
 def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi_identifiers: list[str], k: int
@@ -261,20 +319,21 @@ def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi
     want = pa.table({"row_ref": rows, "pos": np.arange(len(rows), dtype=np.int64)})
     with registered(con, __crowd_want=want):
         seen, fits = con.execute(
-            "SELECT count(*), count(*) FILTER (WHERE last_quasi_identifiers = ? AND last_k >= ?) "
-            "FROM crowddb_row_history WHERE table_name = ? AND row_ref IN (SELECT row_ref FROM __crowd_want)",
+            "SELECT count(*), count(*) FILTER (WHERE l.quasi_identifiers = ? AND l.k >= ?) "
+            "FROM crowddb_row_history h JOIN crowddb_ledger l ON l.release_no = h.last_release_no "
+            "WHERE h.table_name = ? AND h.row_ref IN (SELECT row_ref FROM __crowd_want)",
             [qis, int(k), table]).fetchall()[0]
         if not seen:
             return None
         if fits == seen:  # every row's newest release fits: its box there
             found = con.sql(
-                "SELECT h.last_box AS box, h.last_release AS release FROM __crowd_want w LEFT JOIN "
-                "(SELECT row_ref, last_box, last_release FROM crowddb_row_history WHERE table_name = ?) h "
-                "USING (row_ref) ORDER BY w.pos", params=[table]).to_arrow_table()
+                "SELECT h.box, h.release FROM __crowd_want w LEFT JOIN (SELECT h.row_ref, b.box, l.release "
+                f"FROM {_NEWEST} WHERE h.table_name = ?) h USING (row_ref) ORDER BY w.pos",
+                params=[table]).to_arrow_table()
         else:
             found = con.sql(
                 "SELECT b.box, b.release FROM __crowd_want w LEFT JOIN (SELECT p.row_ref, "
-                "arg_max(p.box, l.created_at) AS box, arg_max(p.release, l.created_at) AS release "
+                "arg_max(p.box, l.release_no) AS box, arg_max(p.release, l.release_no) AS release "
                 "FROM crowddb_ledger l JOIN crowddb_published p USING (release, table_name) "
                 "WHERE l.table_name = ? AND l.quasi_identifiers = ? AND l.k >= ? AND p.row_ref IN "
                 "(SELECT row_ref FROM __crowd_want) GROUP BY p.row_ref) b USING (row_ref) ORDER BY w.pos",
@@ -304,10 +363,15 @@ def joint_classes(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) 
             # and numbering the members in order of their history a sort of all of them); members in no order
             "WITH touched AS (SELECT history, row_number() OVER () AS number FROM (SELECT DISTINCT history "
             "FROM crowddb_row_history WHERE table_name = ? AND row_ref IN (SELECT row_ref FROM __crowd_want))) "
-            "SELECT h.row_ref, touched.number AS history, h.last_box, h.last_release, h.last_k, "
-            "h.last_quasi_identifiers, h.k "
-            "FROM crowddb_row_history h JOIN touched USING (history) WHERE h.table_name = ?",
+            "SELECT h.row_ref, touched.number AS history, b.box AS last_box, l.release AS last_release, "
+            "l.k AS last_k, l.quasi_identifiers AS last_quasi_identifiers, h.k "
+            f"FROM {_NEWEST} JOIN touched USING (history) WHERE h.table_name = ?",
             params=[links.root(con, table), links.root(con, table)]).to_arrow_table())
+
+
+#: each row's history with the release (``l``) and the box (``b``) it was newest shown in
+_NEWEST = ("crowddb_row_history h LEFT JOIN crowddb_ledger l ON l.release_no = h.last_release_no "
+           "LEFT JOIN crowddb_ledger_boxes b ON b.release_no = h.last_release_no AND b.box_id = h.last_box_id")
 
 
 def _has_history(con: duckdb.DuckDBPyConnection, table: str) -> bool:
@@ -346,9 +410,10 @@ def releases(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
     it repeats, when, and how many rows it showed (a repeat: those of the release it repeats)."""
     return con.execute(
         "SELECT l.release AS ledger_release, l.k, l.traceable, l.repeats, l.created_at, "
-        "(SELECT count(*) FROM crowddb_published p WHERE p.table_name = l.table_name AND "
-        "p.release = coalesce(l.repeats, l.release)) AS rows FROM crowddb_ledger l WHERE l.table_name = ? "
-        "ORDER BY l.created_at, l.release", [links.root(con, table)]).df()
+        "(SELECT count(*) FROM crowddb_ledger_rows r JOIN crowddb_ledger s USING (release_no) "
+        "WHERE s.table_name = l.table_name AND s.release = coalesce(l.repeats, l.release)) AS rows "
+        "FROM crowddb_ledger l WHERE l.table_name = ? ORDER BY l.created_at, l.release_no",
+        [links.root(con, table)]).df()
 
 
 def distinct_rows(what: str, table: str, rows: np.ndarray) -> None:
@@ -398,23 +463,46 @@ def forget_unposted(con: duckdb.DuckDBPyConnection, runs: list[int]) -> None:
                        "(SELECT run_id FROM crowddb_hits)", [list(runs)]).fetchall()[0][0] or []
     if not gone:
         return
-    con.execute("CREATE TEMP TABLE __crowd_refold AS SELECT DISTINCT table_name, row_ref FROM crowddb_published "
-                "WHERE release IN (SELECT unnest(?))", [gone]).fetchall()
+    numbers = [n for (n,) in con.execute("SELECT release_no FROM crowddb_ledger WHERE release IN (SELECT unnest(?))",
+                                         [gone]).fetchall()]
+    con.execute("CREATE TEMP TABLE __crowd_refold AS SELECT DISTINCT l.table_name, r.row_ref FROM crowddb_ledger_rows r "
+                "JOIN crowddb_ledger l USING (release_no) WHERE release_no IN (SELECT unnest(?::INTEGER[]))",
+                [numbers]).fetchall()
     try:
-        for statement in ("DELETE FROM crowddb_published WHERE release IN (SELECT unnest(?))",
-                          "DELETE FROM crowddb_ledger WHERE release IN (SELECT unnest(?))"):
-            con.execute(statement, [gone]).fetchall()
+        for statement in ("DELETE FROM crowddb_ledger_rows WHERE release_no IN (SELECT unnest(?::INTEGER[]))",
+                          "DELETE FROM crowddb_ledger_boxes WHERE release_no IN (SELECT unnest(?::INTEGER[]))",
+                          "DELETE FROM crowddb_ledger WHERE release_no IN (SELECT unnest(?::INTEGER[]))"):
+            con.execute(statement, [numbers]).fetchall()
         con.execute("DELETE FROM crowddb_row_history WHERE (table_name, row_ref) IN "
                     "(SELECT (table_name, row_ref) FROM __crowd_refold)").fetchall()
-        con.execute("INSERT INTO crowddb_row_history (table_name, row_ref, history, k, last_release, last_box, "
-                    "last_k, last_quasi_identifiers) SELECT p.table_name, p.row_ref, "
-                    f"bit_xor({_entry('p.release').replace('box', 'p.box')}), min(p.k), "
-                    "arg_max(p.release, l.created_at), arg_max(p.box, l.created_at), arg_max(p.k, l.created_at), "
-                    "arg_max(l.quasi_identifiers, l.created_at) FROM crowddb_published p JOIN crowddb_ledger l "
-                    "USING (release, table_name) WHERE (p.table_name, p.row_ref) IN "
+        con.execute("INSERT INTO crowddb_row_history (table_name, row_ref, history, k, last_release_no, last_box_id) "
+                    f"SELECT l.table_name, r.row_ref, bit_xor({_entry('l.release').replace('box', 'b.box')}), "
+                    "min(l.k), max(l.release_no), arg_max(r.box_id, l.release_no) "
+                    "FROM crowddb_ledger_rows r JOIN crowddb_ledger l USING (release_no) "
+                    "JOIN crowddb_ledger_boxes b USING (release_no, box_id) WHERE (l.table_name, r.row_ref) IN "
                     "(SELECT (table_name, row_ref) FROM __crowd_refold) GROUP BY ALL").fetchall()
     finally:
         con.execute("DROP TABLE IF EXISTS __crowd_refold").fetchall()
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> None:
+    """Move a ledger written by crowddb 0.x before the ledger was stored as numbers (``crowddb_published`` a table of
+    text rows, each row's newest release and box as text in ``crowddb_row_history``) into the tables the catalog
+    creates now, in one transaction; nothing to do in a database created since. The histories are kept as they are
+    (the same hashes of the same texts)."""
+    kind = con.execute("SELECT table_type FROM information_schema.tables WHERE table_schema = current_schema() "
+                       "AND table_name = 'crowddb_published'").fetchall()
+    if not kind or kind[0][0] != "BASE TABLE":
+        return
+    con.execute("BEGIN TRANSACTION").fetchall()
+    try:
+        for statement in _MIGRATE:
+            con.execute(statement).fetchall()
+        con.execute(catalog_ddl()).fetchall()  # the view, where the table was
+        con.execute("COMMIT").fetchall()
+    except BaseException:
+        con.execute("ROLLBACK").fetchall()
+        raise
 
 
 def _names(releases: list[str]) -> str:
@@ -430,16 +518,17 @@ def _entry(release: str) -> str:
     return f"md5_number({release} || chr(31) || box)"
 
 
-# the rows this release adds (the ones an earlier round of it showed are in their histories already), each row's
-# history after it, the class of every published row (rows with the same history: same releases, same boxes) and the
-# smallest k promised to any row of it; a class smaller than that breaks the promise
+# the rows this release adds (the ones an earlier round of it showed are in their histories already: ``mine``, $4
+# its number, NULL before it is on record), each row's history after it, the class of every published row (rows
+# with the same history: same releases, same boxes) and the smallest k promised to any row of it; a class smaller
+# than that breaks the promise
 _NEXT = f"""
 WITH mine AS (
-    SELECT row_ref FROM crowddb_published WHERE table_name = $1 AND release = $2),
+    SELECT row_ref FROM crowddb_ledger_rows WHERE release_no = $4),
 boxes AS (  -- each box's share of a history, hashed once per box
     SELECT box_id, box, {_entry("$2")} AS h FROM __crowd_boxes),
 added AS (
-    SELECT p.row_ref, b.h, b.box FROM __crowd_planned p JOIN boxes b USING (box_id)
+    SELECT p.row_ref, b.h, b.box_id FROM __crowd_planned p JOIN boxes b USING (box_id)
     WHERE p.row_ref NOT IN (SELECT row_ref FROM mine)),
 now AS (
     SELECT row_ref, history, k FROM crowddb_row_history WHERE table_name = $1),
@@ -457,22 +546,43 @@ SELECT size, k, count(*), list(row_ref ORDER BY row_ref)[1:20] FROM classes WHER
 GROUP BY size, k ORDER BY size, k LIMIT 1
 """
 
-# the rows this release adds fold its entry into their histories (an UPDATE of the rows already on record and an
-# INSERT of the new ones: cheaper than INSERT OR REPLACE, which deletes and re-inserts every row of the key index)
-_FOLD = ["""
-UPDATE crowddb_row_history AS r SET history = xor(r.history, a.h), k = least(r.k, $3), last_release = $2,
-    last_box = a.box, last_k = $3, last_quasi_identifiers = $4
-FROM (""" + _NEXT + """ SELECT row_ref, h, box FROM added) AS a
-WHERE r.table_name = $1 AND r.row_ref = a.row_ref
-""", """
-INSERT INTO crowddb_row_history (table_name, row_ref, history, k, last_release, last_box, last_k,
-    last_quasi_identifiers) """ + _NEXT + """
-SELECT $1, row_ref, h, $3, $2, box, $3, $4 FROM added WHERE row_ref NOT IN (SELECT row_ref FROM now)
-"""]
+# the rows this release adds fold its entry into their histories: one MERGE (the rows on record updated, the new
+# ones inserted; cheaper than an UPDATE and an INSERT that each join the release's rows, and than INSERT OR REPLACE,
+# which deletes and re-inserts every row of a key index); $1 the table, $2 the release's k, $3 its number
+_ENTRY = "(hi::UHUGEINT << 64) | lo::UHUGEINT"
+_FOLD = f"""
+MERGE INTO crowddb_row_history AS r
+USING (SELECT row_ref, {_ENTRY} AS h, box_id FROM __crowd_entries
+       WHERE row_ref NOT IN (SELECT row_ref FROM crowddb_ledger_rows WHERE release_no = $3)) AS a
+ON r.table_name = $1 AND r.row_ref = a.row_ref
+WHEN MATCHED THEN UPDATE SET history = xor(r.history, a.h), k = least(r.k, $2), last_release_no = $3,
+    last_box_id = a.box_id
+WHEN NOT MATCHED THEN INSERT (table_name, row_ref, history, k, last_release_no, last_box_id)
+    VALUES ($1, a.row_ref, a.h, $2, $3, a.box_id)
+"""
 
 _FIRST = f"""
-INSERT INTO crowddb_row_history (table_name, row_ref, history, k, last_release, last_box, last_k,
-    last_quasi_identifiers)
-SELECT $1, p.row_ref, b.h, $3, $2, b.box, $3, $4 FROM __crowd_planned p
-JOIN (SELECT box_id, box, {_entry("$2")} AS h FROM __crowd_boxes) b USING (box_id)
+INSERT INTO crowddb_row_history (table_name, row_ref, history, k, last_release_no, last_box_id)
+SELECT $1, row_ref, {_ENTRY}, $2, $3, box_id FROM __crowd_entries
 """
+
+# crowddb_ledger numbered in the order releases were recorded, each release's distinct box texts numbered, its rows
+# appended as numbers, the histories' newest release and box as numbers; then the old table goes (the catalog puts
+# the view in its place)
+_MIGRATE = [
+    ("UPDATE crowddb_ledger AS l SET release_no = o.n FROM (SELECT release, table_name, "
+     "nextval('crowddb_ledger_numbers') AS n FROM (SELECT release, table_name FROM crowddb_ledger "
+     "ORDER BY created_at, release)) o WHERE l.release = o.release AND l.table_name = o.table_name"),
+    ("INSERT INTO crowddb_ledger_boxes SELECT l.release_no, (row_number() OVER (PARTITION BY l.release_no ORDER BY "
+     "p.box) - 1)::INTEGER, p.box FROM (SELECT DISTINCT release, table_name, box FROM crowddb_published) p "
+     "JOIN crowddb_ledger l USING (release, table_name)"),
+    ("INSERT INTO crowddb_ledger_rows SELECT l.release_no, p.row_ref, b.box_id FROM crowddb_published p "
+     "JOIN crowddb_ledger l USING (release, table_name) JOIN crowddb_ledger_boxes b "
+     "ON b.release_no = l.release_no AND b.box = p.box"),
+    ("UPDATE crowddb_row_history AS h SET last_release_no = l.release_no, last_box_id = b.box_id "
+     "FROM crowddb_ledger l, crowddb_ledger_boxes b WHERE l.table_name = h.table_name AND l.release = h.last_release "
+     "AND b.release_no = l.release_no AND b.box = h.last_box"),
+    *(f"ALTER TABLE crowddb_row_history DROP COLUMN IF EXISTS {c}"
+      for c in ("last_release", "last_box", "last_k", "last_quasi_identifiers")),
+    "DROP TABLE crowddb_published",
+]

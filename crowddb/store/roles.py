@@ -63,6 +63,9 @@ def is_default_key(column: str, key: str | None) -> bool:
 def ensure_catalog(con: duckdb.DuckDBPyConnection) -> None:
     """Create the catalog tables if missing (idempotent), in the current database: crowddb's home."""
     con.execute(catalog_ddl())
+    from . import composition  # (composition reads roles: imported here, where the catalog exists)
+
+    composition.migrate(con)
     identity.set_home(con)
 
 

@@ -202,7 +202,9 @@ def test_a_run_that_never_reached_the_platform_leaves_the_ledger(db):
     assert state(db)["ledger"] == [("run:1", 120)]
     kept = {r: (int(h), k) for r, h, k in db.sql("SELECT row_ref, history, k FROM crowddb_row_history").fetchall()}
     assert len(kept) == 120 and kept == _fold(db)  # the histories are folded again without run 2
-    last = db.sql("SELECT row_ref, last_release, last_box, last_k FROM crowddb_row_history ORDER BY row_ref").fetchall()
+    last = db.sql("SELECT h.row_ref, l.release, b.box, l.k FROM crowddb_row_history h JOIN crowddb_ledger l "
+                  "ON l.release_no = h.last_release_no JOIN crowddb_ledger_boxes b ON b.release_no = h.last_release_no "
+                  "AND b.box_id = h.last_box_id ORDER BY h.row_ref").fetchall()
     run1 = db.sql("SELECT row_ref, release, box, k FROM crowddb_published ORDER BY row_ref").fetchall()
     assert last == run1  # each row's newest entry is run 1's again (the persisted partition)
 
