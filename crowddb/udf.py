@@ -49,7 +49,16 @@ OVERRIDES: dict[str, Param] = {
                   "questions, in [0, 0.5] (e.g. 0.1; 0 turns them off)"),
     "gold_drop": Param(bool, nullable=False),
     "gold_table": Param(str, nullable=False),
+    # issue 28: buy answers in rounds until each item's posterior reaches the target (CDAS's early termination)
+    "accuracy": Param(NUMBER, nullable=False,
+                      check=lambda v: None if 0 < v < 1 else "accuracy is the target posterior of each item's "
+                      "answer, strictly between 0 and 1 (e.g. 0.95)"),
+    "max_assignments": Param(int, minimum=1, nullable=False, hint=" (the most assignments one item may get)"),
 }
+#: max_assignments of an accuracy target that does not name one (the issue's example)
+DEFAULT_MAX_ASSIGNMENTS = 9
+#: the overrides that turn a call into an accuracy-target (adaptive) call; ``assignments :=`` conflicts with them
+ADAPTIVE_OVERRIDES = ("accuracy", "max_assignments")
 #: the value of a definition's ``domain`` that means "the distinct values of the input's ground-truth column"
 GROUND_TRUTH_DOMAIN = "ground_truth"
 
@@ -143,6 +152,10 @@ class HumanOperator:
     gold: float = 0.0
     gold_drop: bool = False
     gold_table: str | None = None  # known answers (the input's key, answer) instead of the ground-truth column
+    # issue 28: an accuracy target (the leading posterior each item must reach) makes the call buy its answers in
+    # rounds, one assignment per item and round, up to max_assignments per item (None: fixed ``assignments``)
+    accuracy: float | None = None
+    max_assignments: int | None = None
     source: str = "<python>"
 
     def __post_init__(self) -> None:
@@ -192,7 +205,34 @@ class HumanOperator:
         if self.anonymizer not in ANONYMIZERS:
             raise ArgumentError(f"{where}: anonymizer must be one of {ANONYMIZERS}, got {self.anonymizer!r}")
         check_aggregation(self.aggregation, where)
+        self._check_adaptive(where)
 
+    def _check_adaptive(self, where: str) -> None:
+        """An accuracy target (issue 28): a probability, with a positive integer cap on the assignments per item."""
+        if self.accuracy is None:
+            if self.max_assignments is not None:
+                raise ArgumentError(f"{where}: max_assignments caps an accuracy target's rounds; add accuracy := 0.95 "
+                                    "(with max_assignments), or ask a fixed number with assignments := N instead")
+            return
+        if self.max_assignments is None:  # a target without a cap: the documented default
+            object.__setattr__(self, "max_assignments", DEFAULT_MAX_ASSIGNMENTS)
+        if not _is_number(self.accuracy) or not 0 < float(self.accuracy) < 1:
+            raise ArgumentError(f"{where}: accuracy must be a probability strictly between 0 and 1 (e.g. 0.95), "
+                                f"got {self.accuracy!r}")
+        if not _is_int(self.max_assignments) or int(self.max_assignments) < 1:
+            raise ArgumentError(f"{where}: max_assignments must be a positive integer (e.g. 9), "
+                                f"got {self.max_assignments!r}")
+        if self.kind != "tuple":
+            raise ArgumentError(f"{where}: accuracy := is for tuple operators (one answer per row); a pick-a-row "
+                                "operator's knock-out rounds take assignments := N")
+        if float(self.gold) > 0:
+            raise ArgumentError(f"{where}: accuracy := does not yet combine with gold questions (gold := share): a gold "
+                                "copy would be a second question on the same item; leave gold at 0")
+
+    @property
+    def adaptive(self) -> bool:
+        """Does the call buy in rounds up to an accuracy target (issue 28) rather than a fixed ``assignments``?"""
+        return self.accuracy is not None
     def _check_arguments(self, where: str) -> None:
         """The operator's own arguments are (name, SQL type) pairs; the question names only them."""
         arguments = self.arguments
@@ -238,11 +278,18 @@ class HumanOperator:
         """A copy with query-level overrides applied (only fields of the definition; others stay with the caller)."""
         for key, value in overrides.items():
             check_override(key, value, f"{self.name}(...)")
+        adaptive = [key for key in ADAPTIVE_OVERRIDES if key in overrides]
+        if adaptive and "assignments" in overrides:
+            raise ArgumentError(f"{self.name}(...): assignments := asks a fixed number of answers per item and "
+                                f"{' := and '.join(adaptive)} := ask{'s' if len(adaptive) == 1 else ''} for answers until an accuracy target is reached; "
+                                "pass one or the other (e.g. accuracy := 0.95, max_assignments := 9)")
         fields = {f.name for f in dataclasses.fields(self)}
         changes = {("aggregation" if key == "method" else key): value for key, value in overrides.items()}
         changes = {key: value for key, value in changes.items() if key in fields}
         if "domain" in changes:
             changes["domain"] = tuple(str(v) for v in changes["domain"])
+        if "assignments" in changes:  # a fixed number asked in the call wins over a definition's accuracy target
+            changes.update(accuracy=None, max_assignments=None)
         return dataclasses.replace(self, **changes)
 
     @classmethod

@@ -3,9 +3,10 @@
 
 from .knowledge import KnowledgeBase
 from .platform import Collected, HitBatch, Platform
+from .replay import ReplayCrowd
 from .simulated import SimulatedCrowd
 
-__all__ = ["Collected", "HitBatch", "KnowledgeBase", "Platform", "SimulatedCrowd", "WebCrowd"]
+__all__ = ["Collected", "HitBatch", "KnowledgeBase", "Platform", "ReplayCrowd", "SimulatedCrowd", "WebCrowd"]
 
 
 def __getattr__(name: str):

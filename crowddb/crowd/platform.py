@@ -27,6 +27,9 @@ class HitBatch:
     # gold questions: hit_id, item_no, answer of the items whose answer is known (copies of items published
     # anyway, shown exactly like the others); the platform keeps these answers to itself and scores its workers
     gold: pd.DataFrame | None = None
+    # issue 28: hit_id, item_no, worker_id: workers who must not answer that item (they answered it in an earlier
+    # round); honoured by a platform that ``excludes_workers``, else a worker may answer an item again
+    exclude: pd.DataFrame | None = None
 
     @property
     def n_assignments(self) -> int:
@@ -59,6 +62,9 @@ class Platform(abc.ABC):
     #: capability: a requester page that shows a query's k trade-off before it runs (``show_tradeoff``); crowddb
     #: estimates the trade-off only for a platform that shows it
     shows_tradeoff: bool = False
+    #: capability: chooses, per item, a worker who is not in ``HitBatch.exclude`` for it (an accuracy target's later
+    #: rounds ask only workers who have not answered the item); a platform without it gets the rounds as they are
+    excludes_workers: bool = False
 
     def bind(self, database_path: str | None) -> None:
         """Called once when a session opens ``database_path`` (None: an in-memory database), before anything is

@@ -23,6 +23,7 @@ class SimulatedCrowd(Platform):
 
     name = "simulated"
     needs_knowledge = True  # its workers answer from the input's hidden ground-truth column
+    excludes_workers = True  # each item of a batch with ``exclude`` is answered by workers not excluded for it
 
     def __init__(self, n_workers: int = 100, quality: tuple[float, float] = (8.0, 2.0),
                  seed: int | np.random.Generator | None = None,
@@ -129,6 +130,12 @@ class SimulatedCrowd(Platform):
         hit_pos = pd.Index(hit_ids).get_indexer(items["hit_id"])
         truth = knowledge.sample(items[knowledge.columns], width, rng)  # (rows, width)
         domain = hits["domain"].iloc[0]
+        exclude = batch.exclude
+        if exclude is not None and len(exclude) and domain is not None:
+            exclude = exclude[exclude["hit_id"].isin(hit_ids)]
+        if exclude is not None and len(exclude) and domain is not None:
+            return self._answer_excluding(items, hit_pos, hit_ids_arr, per_hit, truth, np.asarray(domain, dtype=object),
+                                          exclude, assignments, rng)
         if domain is not None:
             picked = self._pick_answer(truth, np.asarray(domain, dtype=object), quality[hit_pos], rng)
             item_no = items["item_no"].to_numpy()
@@ -146,6 +153,42 @@ class SimulatedCrowd(Platform):
             "answer": picked[r, s],
         })
         return Collected(assignments, answers)
+
+    def _answer_excluding(self, items: pd.DataFrame, hit_pos: np.ndarray, hit_ids: np.ndarray, per_hit: np.ndarray,
+                          truth: np.ndarray, domain: np.ndarray, exclude: pd.DataFrame, assignments: pd.DataFrame,
+                          rng: np.random.Generator) -> Collected:
+        """Choose-one-of-M items, each answered in every slot by a distinct worker not excluded for it (issue 28:
+        a later round asks only workers who have not answered the item). One slot of a HIT is then answered by
+        several workers, one per item (as ReplayCrowd serves recorded answers): the assignment names the worker of its
+        HIT's first item, each answer its own."""
+        n_rows, n_workers = len(items), len(self._ids)
+        width = truth.shape[1]
+        rows = pd.MultiIndex.from_arrays([items["hit_id"], items["item_no"]])
+        r = rows.get_indexer(pd.MultiIndex.from_arrays([exclude["hit_id"], exclude["item_no"]]))
+        w = pd.Index(self._ids).get_indexer(exclude["worker_id"])
+        keep = (r >= 0) & (w >= 0)
+        score = rng.random((n_rows, n_workers))
+        score[r[keep], w[keep]] = np.inf  # an excluded worker sorts last
+        chosen = np.argsort(score, axis=1)[:, :width]  # (rows, width): distinct workers per item
+        need = per_hit[hit_pos]
+        eligible = n_workers - np.bincount(r[keep], minlength=n_rows)
+        if (eligible < need).any():
+            raise PlatformError(f"an item needs {int(need.max())} more answers but only {int(eligible.min())} of the "
+                                f"simulated crowd's {n_workers} workers have not answered it yet")
+        quality = self._quality[chosen]
+        picked = self._pick_answer(truth, domain, quality, rng)
+        rr, ss = np.nonzero(np.arange(width)[None, :] < need[:, None])
+        answers = pd.DataFrame({
+            "assignment_id": (pd.Series(hit_ids[hit_pos[rr]]) + "-A" + pd.Series(ss + 1).astype(str)).to_numpy(),
+            "hit_id": hit_ids[hit_pos[rr]],
+            "item_no": items["item_no"].to_numpy()[rr],
+            "worker_id": self._ids[chosen[rr, ss]],
+            "answer": picked[rr, ss],
+        })
+        hits_seen, first_row = np.unique(hit_pos, return_index=True)
+        slot = assignments["assignment_id"].str.rsplit("-A", n=1).str[1].astype(np.int64).to_numpy() - 1
+        at = first_row[np.searchsorted(hits_seen, pd.Index(hit_ids).get_indexer(assignments["hit_id"]))]
+        return Collected(assignments.assign(worker_id=self._ids[chosen[at, slot]]), answers)
 
     @staticmethod
     def _pick_answer(truth: np.ndarray, domain: np.ndarray, quality: np.ndarray,

@@ -21,9 +21,10 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..crowd import KnowledgeBase
-from ..errors import ArgumentError, EmptyInputError, PrivacyError
+from ..errors import ArgumentError, EmptyInputError, PlatformError, PrivacyError
 from ..privacy import serve
 from ..store import composition
+from ..truth import adaptive
 from ..udf import HumanOperator
 from .aggregate import accuracy_range, aggregate, tournament
 from .columns import GROUP_ID, KEY, ROW_ID, TRUTH, WIDENED
@@ -100,6 +101,14 @@ class OperatorPlan:
     rounds: int = 1
     note: str = ""
     withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # column -> why lineage keeps it from the HIT
+    # an accuracy target (issue 28): answers (one item, one worker) expected and their range, and the most it may buy
+    # (every open item at max_assignments): ``assignments``/``estimated_cost`` are then the expected HIT assignments
+    answers_expected: float | None = None
+    answers_low: float | None = None
+    answers_high: float | None = None
+    answers_max: int | None = None
+    max_assignments: int | None = None  # HIT assignments at most
+    max_cost: float | None = None
 
     def as_row(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -213,7 +222,9 @@ class HumanOperatorRun:
             return self._round(round_items, prepared, self.shown, known, bar, round_no)
 
         try:
-            if op.kind == "tuple":
+            if op.adaptive:
+                result = self._adaptive(items, hits, layout, known, bar)
+            elif op.kind == "tuple":
                 answers = play(items, 1)
                 result = items[[ROW_ID, "item_id"]].merge(answers, on="item_id")[[ROW_ID, "answer"]]
             else:
@@ -223,6 +234,107 @@ class HumanOperatorRun:
             bar.close()
         self.purchase.persist(plan, metrics)
         return result, plan
+
+    # ------------------------------------------------------------------------------- an accuracy target (issue 28)
+    def _objects(self, items: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+        """Each item once and its name for the stopping rule: item_key#occurrence, the same on every run (item_id
+        follows the run's shuffle), so a rerun over the same answers reaches the same decisions."""
+        every = items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence"]].reset_index(drop=True)
+        name = every["item_key"].astype(str) + "#" + every["occurrence"].astype(str)
+        return every, pd.Series(name.to_numpy(), index=every["item_id"].to_numpy())
+
+    def _stop_state(self, on_record: pd.DataFrame, names: pd.Series) -> adaptive.StopState:
+        """The stopping rule over every answer on record for the call's items (CDAS's verification model and early
+        termination; adaptive.py): each item's posterior, and which need one more answer."""
+        op = self.op
+        answers = pd.DataFrame({"object": names.loc[on_record["item_id"].to_numpy()].to_numpy(),
+                                "worker": on_record["worker_id"].to_numpy(),
+                                "label": on_record["answer"].astype(str).to_numpy()})
+        return adaptive.stopping_rule(answers, target=float(op.accuracy), max_assignments=int(op.max_assignments),
+                                      classes=list(self.domain), items=names.to_numpy())
+
+    def _adaptive(self, items: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame, known: KnowledgeBase | None,
+                  bar: Any) -> pd.DataFrame:
+        """Buy in rounds until every item's leading posterior reaches the target or it has max_assignments answers
+        (CDAS's online early termination): round 1 asks one answer of each item none is on record for (``hits``);
+        after each round the stopping rule, over every answer on record for these items, gives the items one more
+        assignment from workers who have not answered them (``HitBatch.exclude``). Every round goes through
+        ``Purchase.buy``: on record before it is posted, in the same boxes (one release of this run, continued), its
+        spending checked against the budget. A rerun is served from the record: the same answers, the same
+        decisions, nothing bought. Returns ROW_ID, answer (the rule's leading label)."""
+        op, purchase = self.op, self.purchase
+        every, names = self._objects(items)
+        no_cache = pd.DataFrame({"item_key": [], "occurrence": [], "worker_id": [], "answer": []})
+        round_items, exclude, round_no, bought, held = items, None, 1, 0, -1
+        while True:
+            if len(hits):
+                purchase.buy(round_items, no_cache, hits, layout, self.shown, known, bar, round_no, exclude=exclude)
+                bought += len(layout)
+            on_record = purchase.on_record(items)
+            # every round refits the workers on every answer, so an item that stopped may need more again (its
+            # workers turned out worse): the run ends when the rule, over all answers, stops every item, which is
+            # also what a rerun over the same answers decides (nothing bought)
+            state = self._stop_state(on_record, names)
+            more = every["item_id"].to_numpy()[names.isin(state.need_more).to_numpy()]
+            if not len(more):
+                break
+            if len(on_record) <= held:  # each round adds an answer to every open item: else the loop would not end
+                raise PlatformError(f"{op.name}: round {round_no} bought no answer for {len(more)} items that need "
+                                    "one; the platform returned nothing")
+            held = len(on_record)
+            round_no += 1
+            round_items = items[items["item_id"].isin(more)]
+            hits, layout = purchase.more(round_items, round_no)
+            exclude = on_record.loc[on_record["item_id"].isin(more), ["item_id", "worker_id"]]
+        truth = state.truth.reindex(names.to_numpy())
+        confidence = state.confidence.reindex(names.to_numpy())
+        summary = state.summary()
+        report = {
+            "operator": op.name, "kind": "accuracy target", "accuracy": float(op.accuracy),
+            "max_assignments": int(op.max_assignments), "items": len(every), "rounds": round_no,
+            "answers": summary["answers"], "bought": bought, "done": summary["done"],
+            "uncertain": summary["uncertain"], "model": state.model.kind,
+            "mean_confidence": round(float(confidence.mean()), 6), "min_confidence": round(float(confidence.min()), 6)}
+        self.ctx.reports.append(report)
+        if self.plan is not None:
+            self.plan.rounds = round_no
+            self.plan.note = "; ".join(filter(None, [self.plan.note, (
+                f"bought {bought} answers in {round_no} rounds; {summary['uncertain']} item(s) stopped uncertain at "
+                f"max_assignments := {op.max_assignments}")]))
+        answers = pd.DataFrame({"item_id": every["item_id"].to_numpy(), "answer": truth.to_numpy()})
+        return items[[ROW_ID, "item_id"]].merge(answers, on="item_id")[[ROW_ID, "answer"]]
+
+    def _predicted(self, items: pd.DataFrame, have: pd.Series, hits: pd.DataFrame) -> dict[str, Any]:
+        """explain()'s figures of an accuracy target: the answers the open items are expected to take and their
+        range (``adaptive.predict_assignments``, from the workers' qualities fitted on the answers on record, else
+        the prior Beta(8, 2)), in HIT assignments (``tuples_per_hit`` answers each) and cost, and the most it may
+        buy (every open item at max_assignments), which the budget is checked against before round 1."""
+        op = self.op
+        every, names = self._objects(items)
+        open_items, held, qualities = len(every), 0, None
+        if len(have):
+            state = self._stop_state(self.purchase.on_record(items), names)
+            need = state.need_more
+            open_items, held = len(need), int(state.n_answers.loc[need].sum())
+            if len(state.model.workers):
+                qualities = state.model.accuracy.to_numpy()
+        pred = adaptive.predict_assignments(open_items, len(self.domain), target=float(op.accuracy),
+                                            max_assignments=int(op.max_assignments), qualities=qualities)
+        cap, rounds = op.tuples_per_hit, int(op.max_assignments)
+        expected, low, high = (max(x - held, 0.0) for x in (pred.expected, pred.low, pred.high))
+        # answers become HIT assignments tuples_per_hit at a time; each later round may add one partial HIT (ours)
+        first = int(hits["assignments"].sum()) if len(hits) else 0
+        most = rounds * int(np.ceil(open_items / cap))
+        hit_assignments = min(max(first, int(np.ceil(expected / cap)) + (rounds - 1) * (open_items > 0)), most)
+        cost = op.cost_per_assignment
+        expected, low, high = float(expected), float(low), float(high)
+        return {"assignments": hit_assignments, "estimated_cost": round(hit_assignments * cost, 4),
+                "answers_expected": round(expected, 1), "answers_low": round(low, 1), "answers_high": round(high, 1),
+                "answers_max": open_items * rounds - held, "max_assignments": most,
+                "max_cost": round(most * cost, 4), "cached_items": len(every) - open_items,
+                "note": (f"accuracy := {op.accuracy:g}: {expected:,.0f} answers expected ({pred.level:.0%} range "
+                         f"{low:,.0f}-{high:,.0f}) for {open_items} open items, at most {open_items * rounds - held} "
+                         f"(max_assignments := {rounds}; up to ${most * cost:,.2f}); workers: {pred.basis}")}
 
     def _served(self) -> serve.Served | None:
         """A safe release of this call's rows when some were shown before (``crowddb.privacy.serve``): their joint
@@ -331,6 +443,15 @@ class HumanOperatorRun:
             notes.append(f"{n} HIT{'s' if n > 1 else ''} ({sum(purchase.awaited.values())} assignments) posted by an "
                          "earlier run will be collected, not bought again")
         lower, upper = accuracy_range(call.frame, self.domain) if call.quasi_identifiers else (None, None)
+        if op.adaptive:  # issue 28: the prediction of an accuracy target, not a fixed count
+            figures = self._predicted(items, have, hits)
+            notes.append(figures.pop("note"))
+            return OperatorPlan(
+                operator=op.name, kind=op.kind, input_rows=len(call.frame), items=items["item_id"].nunique(),
+                hits=len(hits), budget=purchase.budget(), k=int(op.k) if call.quasi_identifiers else None,
+                anonymizer=op.anonymizer if call.quasi_identifiers else "none", ncp=(metrics or {}).get("ncp"),
+                accuracy_lower=lower, accuracy_upper=upper, rounds=int(op.max_assignments), note="; ".join(notes),
+                withheld=dict(call.withheld), **figures)
         return OperatorPlan(
             operator=op.name, kind=op.kind, input_rows=len(call.frame), items=items["item_id"].nunique(),
             cached_items=int((have >= op.assignments).sum()),

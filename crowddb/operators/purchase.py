@@ -5,6 +5,7 @@ platform, and every purchase recorded through the store as it happens (write-ahe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +118,13 @@ class Purchase:
     def check_estimate(self, plan: OperatorPlan) -> None:
         """Refuse a run whose estimated cost (beyond what it bought already) exceeds the budget, before it posts."""
         op, budget = self.op, self.budget()
+        if op.adaptive and plan.max_cost is not None:  # an accuracy target: the predicted maximum, before round 1
+            if budget is not None and self.spent + plan.max_cost > budget + 1e-9:
+                raise BudgetExceededError(
+                    f"{op.name}: up to ${plan.max_cost:,.2f} ({plan.max_assignments} assignments: every item's "
+                    f"max_assignments := {op.max_assignments} at ${op.cost_per_assignment:.4f} each) exceeds the budget "
+                    f"${budget:,.2f}; nothing was published. Lower max_assignments or raise the budget")
+            return
         if (budget is not None and self.spent + plan.estimated_cost - self.bought_assignments * op.cost_per_assignment
                 > budget + 1e-9):
             raise BudgetExceededError(
@@ -137,15 +145,29 @@ class Purchase:
             self.awaited.update(zip(posted["hit_id"], posted["assignments"].astype(int)))
             pending = posted.groupby(["item_key", "occurrence"])["assignments"].sum()
             expected = have.add(pending, fill_value=0).astype(np.int64)
-        hits, layout = hit_layout(items, expected, self.op.assignments, self.op.tuples_per_hit, self.run_id,
-                                  self._hit_seq, round_no)
+        # an accuracy target's round 1 asks one answer of every item none is on record for; later rounds: more()
+        first = 1 if self.op.adaptive else self.op.assignments
+        hits, layout = hit_layout(items, expected, first, self.op.tuples_per_hit, self.run_id, self._hit_seq, round_no)
         return cached, have, hits, layout
 
     def _cached(self, items: pd.DataFrame) -> pd.DataFrame:
         """Answers already bought for these items: item_key, occurrence, worker_id, answer (first A per item)."""
         got = self.store.answers_for(items.drop_duplicates("item_id")[["item_key", "occurrence"]])
         got["rank"] = got.groupby(["item_key", "occurrence"]).cumcount()
-        return got[got["rank"] < self.op.assignments].drop(columns="rank")
+        held = self.op.max_assignments if self.op.adaptive else self.op.assignments
+        return got[got["rank"] < held].drop(columns="rank")
+
+    def more(self, items: pd.DataFrame, round_no: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """An accuracy target's later round (issue 28): one more assignment of each of ``items`` (hits, layout)."""
+        none = pd.Series([], dtype=np.int64, index=pd.MultiIndex.from_arrays([[], []]))
+        return hit_layout(items, none, 1, self.op.tuples_per_hit, self.run_id, self._hit_seq, round_no)
+
+    def on_record(self, items: pd.DataFrame) -> pd.DataFrame:
+        """Every answer on record for ``items`` (up to max_assignments each, in the order bought): item_id,
+        item_key, occurrence, worker_id, answer."""
+        ident = items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence"]]
+        return self._cached(items).merge(ident, on=["item_key", "occurrence"])[
+            ["item_id", "item_key", "occurrence", "worker_id", "answer"]]
 
     # -------------------------------------------------------------------------------------------------- buy
     def platform_refusal(self, knowledge: KnowledgeBase | None) -> str | None:
@@ -159,8 +181,10 @@ class Purchase:
         return None
 
     def buy(self, items: pd.DataFrame, cached: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame,
-            shown: pd.DataFrame, knowledge: KnowledgeBase | None, bar: Any, round_no: int) -> pd.DataFrame:
-        """Buy the missing answers of one round: returns every answer of its items (item_id, worker_id, answer)."""
+            shown: pd.DataFrame, knowledge: KnowledgeBase | None, bar: Any, round_no: int,
+            exclude: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Buy the missing answers of one round: returns every answer of its items (item_id, worker_id, answer).
+        ``exclude``: item_id, worker_id pairs that must not answer again (an accuracy target's later rounds)."""
         op = self.op
         spend = float(hits["assignments"].sum()) * op.cost_per_assignment if len(hits) else 0.0
         budget = self.budget()
@@ -178,6 +202,9 @@ class Purchase:
             platform = self.ctx.platform
             keys = layout.merge(ident, on="item_id")
             batch, keys = with_gold(batch, keys, self._gold(items, layout, round_no))
+            if exclude is not None and len(exclude):  # (item_id -> its place in this round's HITs)
+                batch = dataclasses.replace(batch, exclude=exclude.merge(layout, on="item_id")[
+                    ["hit_id", "item_no", "worker_id"]].reset_index(drop=True))
             ids = batch.hits["hit_id"].tolist()
             ledger = self._ledger(items, layout, shown, round_no)  # refuses what would break an earlier release
             self._record_posted(batch, keys, ledger)  # write-ahead: on record as 'publishing' before the platform is called

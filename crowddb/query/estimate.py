@@ -49,6 +49,11 @@ class QueryPlan:
     def estimated_cost(self) -> float:
         return round(sum(p.estimated_cost for p in self.operators), 4)
 
+    @property
+    def max_cost(self) -> float:
+        """The most the query may cost: an accuracy target's calls at every item's max_assignments (issue 28)."""
+        return round(sum(p.estimated_cost if p.max_cost is None else p.max_cost for p in self.operators), 4)
+
     def df(self) -> pd.DataFrame:
         """One row per human operator."""
         return pd.DataFrame([p.as_row() for p in self.operators],
@@ -75,6 +80,11 @@ class QueryPlan:
             if p.withheld:
                 lines.append(f"    withheld: {_withheld_text(p.withheld)}")
         for r in self.reports:
+            if r.get("kind") == "accuracy target":  # a human call's run report (issue 28), not a release's
+                lines.append(f"{r['operator']}: accuracy := {r['accuracy']:g}, {r['bought']} answers bought in "
+                             f"{r['rounds']} rounds for {r['items']} items; {r['uncertain']} stopped uncertain at "
+                             f"max_assignments := {r['max_assignments']}; mean confidence {r['mean_confidence']:.3f}")
+                continue
             lines.append(f"{r.get('operator')}: epsilon={r.get('epsilon')}, delta={r.get('delta')}"
                          f" ({r.get('guarantee', '')})")
             for c in r.get("privacy_charge", ()):  # the epsilon budget: what the release would be charged

@@ -16,7 +16,8 @@ kept: its weight is estimated from that answer (EM methods clip probabilities, C
 chi-square quantile shrinks it), so it never makes a result infinite or NaN.
 """
 
-from crowddb.truth import catd, crh, dawid_skene, glad, gtm, voting, zencrowd  # noqa: F401  (register methods)
+from crowddb.truth import adaptive, catd, crh, dawid_skene, glad, gtm, voting, zencrowd  # noqa: F401  (register)
+from crowddb.truth.adaptive import StopState, WorkerModel, predict_assignments, stopping_rule
 from crowddb.truth.base import ALIASES, MAX_AUTO_CATEGORIES, METHODS, Answers, TruthMethod, encode_answers, get_method
 from crowddb.truth.catd import CATD
 from crowddb.truth.crh import CRH, CRHCategorical, SigmaWeighted
@@ -46,12 +47,16 @@ __all__ = [
     "Median",
     "OneCoinDawidSkene",
     "SigmaWeighted",
+    "StopState",
     "TruthMethod",
     "TruthResult",
+    "WorkerModel",
     "ZenCrowd",
     "discover",
     "encode_answers",
     "get_method",
     "perturb",
+    "predict_assignments",
     "resolve_method",
+    "stopping_rule",
 ]

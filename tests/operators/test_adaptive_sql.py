@@ -1,0 +1,207 @@
+"""Issue 28 through SQL: ``getposition(*, accuracy := 0.95, max_assignments := 9)`` buys answers in rounds until each
+item's posterior reaches the target (or its cap), never twice, never from the same worker twice, and explain()
+predicts what it buys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import RecordingCrowd, people_frame
+
+import crowddb
+from crowddb.crowd import SimulatedCrowd
+from crowddb.errors import ArgumentError, BudgetExceededError
+from crowddb.truth.adaptive import stopping_rule
+
+N, TARGET, CAP = 300, 0.95, 9
+QUERY = (f"SELECT id, job AS truth, getposition(*, accuracy := {TARGET}, max_assignments := {CAP}) AS guess "
+         "FROM people ORDER BY id")
+
+
+def crowd(cls=SimulatedCrowd) -> SimulatedCrowd:
+    return cls(n_workers=30, quality=(8.0, 2.0), seed=7)  # the issue's Beta(8, 2) crowd
+
+
+def open_db(platform) -> crowddb.CrowdDB:
+    """No quasi-identifier: the workers see the rows as they are, so their accuracy is their quality."""
+    db = crowddb.connect(platform=platform, seed=3, progress=False)
+    db.load_frame("people", people_frame(N), sensitive=["salary"], ground_truth="job", key="id")
+    return db
+
+
+def count(db, sql: str) -> int:
+    return int(db.sql(sql).fetchall()[0][0])
+
+
+def money(db) -> tuple[int, int, int]:
+    return (count(db, "SELECT count(*) FROM crowddb_hits"), count(db, "SELECT count(*) FROM crowddb_payments"),
+            count(db, "SELECT count(*) FROM crowddb_answers"))
+
+
+def on_record(db) -> pd.DataFrame:
+    """Every answer on record, named as the stopping rule names items (item_key#occurrence)."""
+    got = db.sql("SELECT item_key, occurrence, worker_id, answer FROM crowddb_answers").df()
+    return pd.DataFrame({"object": got["item_key"] + "#" + got["occurrence"].astype(str),
+                         "worker": got["worker_id"], "label": got["answer"]})
+
+
+@pytest.fixture(scope="module")
+def ran():
+    platform = crowd()
+    db = open_db(platform)
+    plan = db.explain(QUERY)
+    result = db.sql(QUERY).df()
+    report = db.last_report[0]
+    yield db, platform, plan, result, report
+    db.close()
+
+
+def test_buys_fewer_answers_than_the_cap_and_the_platform_agrees(ran):
+    db, platform, _, result, report = ran
+    recorded = count(db, "SELECT count(*) FROM crowddb_answers")
+    returned = sum(len(c.answers) for c in platform._collected)
+    assert report["items"] == N and len(result) == N
+    assert report["bought"] == recorded == returned == report["answers"]
+    assert N <= recorded < N * CAP
+    # the payments are the HIT assignments the runs row and the platform agree on
+    assert count(db, "SELECT count(*) FROM crowddb_payments") == sum(len(c.assignments) for c in platform._collected)
+    assert count(db, "SELECT sum(assignments) FROM crowddb_runs") == count(db, "SELECT count(*) FROM crowddb_payments")
+
+
+def test_every_item_reached_the_target_or_its_cap(ran):
+    db, _, _, result, report = ran
+    answers = on_record(db)
+    state = stopping_rule(answers, target=TARGET, max_assignments=CAP, classes=sorted(people_frame(N)["job"].unique()))
+    reached = state.confidence >= TARGET
+    capped = state.n_answers == CAP
+    assert (reached | capped).all()
+    assert len(state.need_more) == 0
+    assert int((~reached).sum()) == report["uncertain"]
+    # the result column is the rule's leading label, item by item (identical rows share their item's answer)
+    assert sorted(result["guess"].value_counts().to_dict().items()) == sorted(
+        state.truth.value_counts().to_dict().items())
+
+
+def test_a_worker_never_answers_an_item_twice(ran):
+    db = ran[0]
+    assert count(db, "SELECT count(*) FROM (SELECT item_key, occurrence, worker_id FROM crowddb_answers "
+                     "GROUP BY ALL HAVING count(*) > 1)") == 0
+
+
+def test_the_accuracy_target_is_met_on_the_simulated_crowd(ran):
+    result = ran[3]
+    accuracy = float((result["truth"] == result["guess"]).mean())
+    assert accuracy >= 0.93, accuracy  # target 0.95 on a Beta(8, 2) crowd, 300 items (measured: 0.98)
+
+
+def test_a_rerun_pays_nothing_more(ran):
+    db, platform, _, result, _ = ran
+    before = money(db), len(platform._collected)
+    again = db.sql(QUERY).df()
+    assert (money(db), len(platform._collected)) == before
+    assert again["guess"].tolist() == result["guess"].tolist()
+    assert db.last_report[0]["bought"] == 0
+
+
+def test_explain_predicts_the_range(ran):
+    _, _, plan, _, report = ran
+    op = plan.operators[0]
+    assert op.answers_low <= report["bought"] <= op.answers_high
+    assert op.answers_low <= op.answers_expected <= op.answers_high
+    assert op.answers_max == N * CAP
+    assert op.max_cost == pytest.approx(op.max_assignments * 0.2 * 1.3)
+    assert f"accuracy := {TARGET:g}" in str(plan) and "prior Beta(8, 2)" in str(plan)
+
+
+def test_explain_after_the_run_predicts_nothing_more(ran):
+    db = ran[0]
+    op = db.explain(QUERY).operators[0]
+    assert (op.cached_items, op.answers_expected, op.answers_max, op.hits) == (N, 0, 0, 0)
+
+
+@pytest.mark.parametrize("args, says", [
+    ("accuracy := 1.0", "strictly between 0 and 1"),
+    ("accuracy := 0", "strictly between 0 and 1"),
+    ("accuracy := 'high'", "must be an integer or a number"),
+    ("accuracy := 0.9, max_assignments := 0", "at least 1"),
+    ("accuracy := 0.9, max_assignments := 2.5", "must be an integer"),
+    ("accuracy := 0.9, assignments := 3", "pass one or the other"),
+    ("max_assignments := 5, assignments := 3", "pass one or the other"),
+    ("max_assignments := 5", "add accuracy := 0.95"),
+    ("accuracy := 0.9, gold := 0.1", "gold"),
+])
+def test_bad_arguments_raise_before_anything_is_published(args, says):
+    platform = crowd(RecordingCrowd)
+    with open_db(platform) as db:
+        for run in (db.explain, db.sql):
+            with pytest.raises(ArgumentError, match=says):
+                run(f"SELECT id, getposition(*, {args}) AS job FROM people")
+        assert money(db) == (0, 0, 0) and platform.published == []
+
+
+def test_the_budget_is_checked_against_the_maximum_before_round_one():
+    platform = crowd(RecordingCrowd)
+    with open_db(platform) as db:
+        op = db.explain(QUERY).operators[0]
+        budget = (op.estimated_cost + op.max_cost) / 2  # above the expected cost, below the most it may cost
+        with pytest.raises(BudgetExceededError, match="nothing was published"):
+            db.sql(QUERY.replace("max_assignments", f"budget := {budget}, max_assignments"))
+        assert money(db) == (0, 0, 0) and platform.published == []
+
+
+def test_every_round_shows_rows_in_their_round_one_boxes():
+    """With quasi-identifiers: every later round shows each row exactly as round 1 did (one release, continued)."""
+    platform = crowd(RecordingCrowd)
+    with crowddb.connect(platform=platform, seed=3, progress=False) as db:
+        db.load_frame("people", people_frame(N), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
+                      ground_truth="job", key="id")
+        db.sql(QUERY).df()
+        assert len(platform.published) > 2
+        columns = [c for c in platform.published[0].columns if c not in ("hit_id", "item_no", "row_no")]
+        first = set(map(tuple, platform.published[0][columns].astype(str).to_numpy()))
+        for later in platform.published[1:]:
+            assert set(map(tuple, later[columns].astype(str).to_numpy())) <= first
+        assert count(db, "SELECT count(DISTINCT run_id) FROM crowddb_hits") == 1
+        assert count(db, "SELECT count(*) FROM (SELECT item_key, occurrence, worker_id FROM crowddb_answers "
+                         "GROUP BY ALL HAVING count(*) > 1)") == 0
+
+
+def test_a_fixed_call_is_unchanged_by_the_new_arguments():
+    """Without accuracy := the call buys its fixed assignments as before (one round)."""
+    with open_db(crowd()) as db:
+        db.sql("SELECT id, getposition(*, assignments := 3) AS job FROM people").df()
+        assert count(db, "SELECT count(*) FROM crowddb_answers") == 3 * N
+        assert count(db, "SELECT count(*) FROM crowddb_hits") == int(np.ceil(N / 100))  # one round of 100-row HITs
+
+
+class FailingCrowd(RecordingCrowd):
+    """Fails collecting round 3's HITs once, after they were posted (a crash between rounds)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.failed = False
+
+    def collect(self, hit_ids, **kw):
+        if not self.failed and len(self.published) == 3:
+            self.failed = True
+            raise ConnectionError("the marketplace went away")
+        return super().collect(hit_ids, **kw)
+
+
+def test_a_failure_between_rounds_never_pays_twice():
+    platform = FailingCrowd(n_workers=30, quality=(8.0, 2.0), seed=7)
+    with open_db(platform) as db:
+        with pytest.raises(crowddb.errors.PlatformError, match="went away"):
+            db.sql(QUERY)
+        assert count(db, "SELECT count(*) FROM crowddb_hits WHERE status = 'published'") > 0  # round 3, not collected
+        result = db.sql(QUERY).df()  # collects round 3 (credited to the failed run), then goes on
+        posted = pd.concat(platform.published)["hit_id"]
+        assert posted.drop_duplicates().size == count(db, "SELECT count(*) FROM crowddb_hits")  # each posted once
+        assert count(db, "SELECT count(*) FROM crowddb_hits WHERE status <> 'completed'") == 0
+        assert count(db, "SELECT count(*) - count(DISTINCT assignment_id) FROM crowddb_payments") == 0
+        assert count(db, "SELECT count(*) FROM (SELECT item_key, occurrence, worker_id FROM crowddb_answers "
+                         "GROUP BY ALL HAVING count(*) > 1)") == 0
+        state = stopping_rule(on_record(db), target=TARGET, max_assignments=CAP,
+                              classes=sorted(people_frame(N)["job"].unique()))
+        assert len(state.need_more) == 0 and len(result) == N
