@@ -2,7 +2,7 @@
 adaptive stopping rule with and without quality-aware assignment, on real answer sets by replay and on simulated
 crowds.
 
-    python bench/adaptive.py [--seeds 3] [--quick]
+    python bench/adaptive.py [--seeds 3] [--quick] [--answers a.csv --truth t.csv [--only-given]]
 
 Data: ../shared/data/crowd/d_product (binary, 3 answers per task: "fixed 5" is all 3 there) and adultcontent2
 (4 classes, ~8 answers per task, accuracy on its 333 gold tasks; the gold is not shown to the model), both replayed
@@ -56,6 +56,14 @@ def load_adultcontent2() -> tuple[pd.DataFrame, pd.Series]:
     gold = pd.read_csv(CROWD / "adultcontent2" / "gold.txt", sep="\t", header=None, names=["task", "label"])
     gold = gold.drop_duplicates("task", keep="last").set_index("task")["label"]
     return lab, gold[gold.index.isin(lab["task"])]
+
+
+def load_csv(answers: Path, truth: Path) -> tuple[pd.DataFrame, pd.Series]:
+    """A recorded answer set given on the command line: task, worker, answer; and task, truth (by position)."""
+    a = pd.read_csv(answers).iloc[:, :3].set_axis(["task", "worker", "answer"], axis=1)
+    a = a.drop_duplicates(["task", "worker"], keep="last")  # a worker's last answer to a task counts
+    t = pd.read_csv(truth).iloc[:, :2].set_axis(["task", "truth"], axis=1).drop_duplicates("task", keep="last")
+    return a, t.set_index("task")["truth"]
 
 
 def simulated(quality: tuple[float, float], seed: int, n_items: int = 2000, n_workers: int = 100
@@ -193,15 +201,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="one seed, target 0.95 only")
+    ap.add_argument("--answers", type=Path, action="append", default=[],
+                    help="another recorded answer set to replay: a CSV of task, worker, answer (in that order; a "
+                         "header row); repeatable, each with its --truth")
+    ap.add_argument("--truth", type=Path, action="append", default=[],
+                    help="its ground truth: a CSV of task, truth (a header row), for some or all tasks")
+    ap.add_argument("--only-given", action="store_true", help="replay only the --answers sets")
     args = ap.parse_args()
+    if len(args.answers) != len(args.truth):
+        ap.error("give one --truth for each --answers")
     seeds = [0] if args.quick else list(range(args.seeds))
     targets = [0.95] if args.quick else [0.8, 0.9, 0.95, 0.99]
-    sets: list[tuple[str, pd.DataFrame, pd.Series]] = []
-    if CROWD.is_dir():
+    sets: list[tuple[str, pd.DataFrame, pd.Series]] = [(f"{a.parent.name}/{a.stem} (replay)", *load_csv(a, t))
+                                                       for a, t in zip(args.answers, args.truth)]
+    if args.only_given:
+        pass
+    elif CROWD.is_dir():
         sets += [("d_product (replay)", *load_d_product()), ("adultcontent2 (replay)", *load_adultcontent2())]
     else:
         print(f"real answer sets not found at {CROWD}; simulated crowds only")
-    sims = [(f"sim Adult occ. Beta{q}", *simulated(q, seed=42), q) for q in ((8.0, 2.0), (3.0, 2.0))]
+    sims = ([] if args.only_given else
+            [(f"sim Adult occ. Beta{q}", *simulated(q, seed=42), q) for q in ((8.0, 2.0), (3.0, 2.0))])
     sets += [(n, a, t) for n, a, t, _ in sims]
     rows: list[dict] = []
     for name, answers, truth in sets:
