@@ -6,7 +6,10 @@ Departures from the paper, each an option so both versions run (measured by benc
 - ``allowable``: 'slabs' (default, ours: both new slabs keep >= ceil(K * sample_ratio) samples; r +0.12..+0.19 on
   Adult) or 'cells' (Definition 3 as printed: every new cell keeps >= K samples);
 - ``volume``: 'width' Eq. 12/13 (default, the paper: α/β from range widths) or 'count' (ours: distinct values);
-- ``cell_limit``: 400 (default, Table 7's bold value) or any other cell budget (ours was 200)."""
+- ``cell_limit``: 400 (default, Table 7's bold value) or any other cell budget (ours was 200);
+- ``criterion``: 'counts' Algorithm 1's var(V) of the cells' answer counts (default, the paper) or 'purity' (ours:
+  Σ v²/n per cell, the samples' Gini purity; var of counts grows with a cell's squared size, so it prefers cuts that
+  slice a thin slab off a large cell whatever the answers; measured by bench/fka_accuracy.py --variants)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ Ask = Callable[[np.ndarray, np.ndarray], np.ndarray]
 DELTAS = ("literal", "weighted")  # Eq. 10 as printed; ours: Acc weighted by row share
 ALLOWABLE = ("slabs", "cells")  # ours (the default, a clear gain): slabs vs ceil(K * sample_ratio); Definition 3
 VOLUMES = ("width", "count")  # Eq. 12/13 α/β from range widths as printed; ours: distinct-value counts
+CRITERIA = ("counts", "purity")  # Algorithm 1's var(V) of answer counts as printed; ours: per-cell purity Σ v²/n
 
 
 class CountingAsk:
@@ -91,12 +95,22 @@ def _variance_sum(cell: np.ndarray, ans: np.ndarray, n_cells: int, n_ans: int) -
     return _variance_numerator(cell, ans, n_cells, n_ans) / n_ans**2
 
 
+def _purity(cell: np.ndarray, ans: np.ndarray, n_cells: int, n_ans: int) -> float:
+    """Ours: Σ over cells of Σ_r v_r² / n, V = per-answer sample counts of the cell, n = its samples (N minus the
+    cells' summed Gini impurity): largest when each cell holds one answer, indifferent to how cell sizes are split."""
+    v = np.bincount(cell * n_ans + ans, minlength=n_cells * n_ans).reshape(n_cells, n_ans).astype(np.int64)
+    n = v.sum(axis=1)
+    full = n > 0
+    return float(((v[full] * v[full]).sum(axis=1) / n[full]).sum())
+
+
 def feedback_histogram(samples: np.ndarray, truth: np.ndarray, m: np.ndarray, n_ans: int, cell_limit: int,
-                       min_samples: int, allowable: str = "slabs") -> list[np.ndarray]:
+                       min_samples: int, allowable: str = "slabs", criterion: str = "counts") -> list[np.ndarray]:
     """Algorithm 1 BuildHistogram: round-robin grid cuts at the sample value maximizing the cells' answer variance.
 
     ``allowable`` (Definition 3): 'cells', every cell the cut creates keeps >= min_samples samples (the paper, with
-    min_samples = K); 'slabs', both slabs the cut creates keep >= min_samples (ours)."""
+    min_samples = K); 'slabs', both slabs the cut creates keep >= min_samples (ours). ``criterion``: 'counts', §4.3's
+    var(V) summed over cells (the paper); 'purity', Σ v²/n summed over cells (ours, ``_purity``)."""
     d = samples.shape[1]
     cuts = [np.zeros(0, np.int64) for _ in range(d)]
     i, stalled = 0, 0
@@ -125,7 +139,10 @@ def feedback_histogram(samples: np.ndarray, truth: np.ndarray, m: np.ndarray, n_
                     if sizes[k_slab] < min_samples or sizes[k_slab + 1] < min_samples:
                         continue
                 found.append(c)
-                score.append(_variance_numerator(ids, truth, n_cells, n_ans))
+                if criterion == "purity":  # ours
+                    score.append(_purity(ids, truth, n_cells, n_ans))
+                else:
+                    score.append(_variance_numerator(ids, truth, n_cells, n_ans))
         if not found:
             stalled += 1
             continue
@@ -260,17 +277,22 @@ def _grid(enc: Encoding, cuts, samples, truth, feedback, n_ans, sens, volume: st
 def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, sample_ratio: float = 0.10,
         cell_limit: int = 400, min_samples: int | None = None, strict: bool = True,
         sensitive: np.ndarray | None = None, l: int | None = None, seed=None, delta: str = "literal",
-        allowable: str = "slabs", volume: str = "width") -> Release:
+        allowable: str = "slabs", volume: str = "width", tag: Callable[[pd.DataFrame], np.ndarray] | None = None,
+        criterion: str = "counts") -> Release:
     """FKA end to end: copula samples -> crowd truth -> feedback histogram -> crowd feedback -> adaptive
     partitioning -> Mondrian inside each partition. Every crowd tuple goes through ``ask`` and is counted, after
-    SampleGuard widened each box that would single out 1..k-1 real rows (crowddb/anonymize/samples.py)."""
+    SampleGuard widened each box that would single out 1..k-1 real rows (crowddb/anonymize/samples.py).
+
+    ``tag`` (an ablation, the paper's experiments, §5.1: "we tag the ground-truth result for each sample"): the raw
+    samples' ground truth comes from ``tag(labels)`` (their QI values as ``box_labels`` shows them; one answer
+    code per sample, in ``ask``'s coding) instead of the crowd, and they are not published."""
     crowd = CountingAsk(ask, SampleGuard(enc, k))
     if not 0 < sample_ratio <= 1:
         raise ArgumentError(f"sample_ratio must be in (0, 1], got {sample_ratio}")
     if int(cell_limit) < 1:
         raise ArgumentError(f"cell_limit must be >= 1, got {cell_limit}")
     for name, value, allowed in (("delta", delta, DELTAS), ("allowable", allowable, ALLOWABLE),
-                                 ("volume", volume, VOLUMES)):
+                                 ("volume", volume, VOLUMES), ("criterion", criterion, CRITERIA)):
         if value not in allowed:
             raise ArgumentError(f"{name} must be one of {allowed}, got {value!r}")
     rng = make_rng(seed)
@@ -280,7 +302,13 @@ def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, s
     scale = enc.scale_of()
     samples = copula_samples(enc.codes, n_s, rng)  # dummy records, never real rows
     pts = np.stack([scale[j][samples[:, j]] for j in range(d)], axis=1)
-    truth_raw = crowd(pts, pts)  # §4.1: answers on the raw samples are the ground truth
+    if tag is None:
+        truth_raw = crowd(pts, pts)  # §4.1: answers on the raw samples are the ground truth
+    else:  # §5.1: the experiments tag each sample with its ground truth; nothing is published
+        truth_raw = np.asarray(tag(box_labels(enc, pts, pts)))
+        if truth_raw.shape != (n_s,) or not np.issubdtype(truth_raw.dtype, np.integer):
+            raise ArgumentError(f"tag must return {n_s} integer answers, got shape {truth_raw.shape}")
+        truth_raw = truth_raw.astype(np.int64)
     widened_raw = crowd.guard.widened
     labels, truth = np.unique(truth_raw, return_inverse=True)
     n_ans = len(labels)
@@ -290,7 +318,7 @@ def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, s
         min_s = k
     else:  # ours: the samples a slab of K real rows holds on average
         min_s = max(2, int(np.ceil(k * sample_ratio)))
-    cuts = feedback_histogram(samples, truth, m, n_ans, int(cell_limit), min_s, allowable)
+    cuts = feedback_histogram(samples, truth, m, n_ans, int(cell_limit), min_s, allowable, criterion)
     # publish every sample generalized to its cell's range (§4.3) to collect the feedback probabilities
     slab = _slabs(cuts, samples)
     edges = [np.r_[-1, c, mj - 1] for c, mj in zip(cuts, m)]
@@ -316,4 +344,8 @@ def fka(frame: pd.DataFrame, enc: Encoding, k: int, *, ask: Ask | None = None, s
              "sample_ratio": sample_ratio, "cell_limit": int(cell_limit), "l": l, "strict": strict,
              "delta": delta, "allowable": allowable, "volume": volume, "min_samples": min_s,
              "samples_widened": crowd.guard.widened, "samples_widened_raw": widened_raw}
+    if tag is not None:
+        extra["tagged"] = True
+    if criterion != "counts":
+        extra["criterion"] = criterion
     return release_from_groups(frame, enc, groups, k, "fka", extra, (glo, ghi))

@@ -1,0 +1,190 @@
+"""kanon-crowd-db §5.1's synthetic dataset (crowddb/datasets/synthetic.py), checked by independent computations:
+every tuple lies in a region whose Adult majority is its category, 10,000 tuples, the same output for the same seed;
+FKA's ``tag`` ablation (the paper's tagged samples, §5.1); and Algorithm 1's cut score, the paper's var(V) of the
+answer counts beside ours, the cells' purity."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crowddb.anonymize import anonymize
+from crowddb.anonymize.fka import feedback_histogram
+from crowddb.datasets import OCCUPATION_CATEGORY, load_adult
+from crowddb.datasets.synthetic import kanon_synthetic
+from crowddb.errors import ArgumentError
+
+
+@pytest.fixture(scope="module")
+def adult() -> pd.DataFrame:
+    return load_adult()
+
+
+def test_size_columns_and_reproducible(adult) -> None:
+    a = kanon_synthetic(seed=3, adult=adult)
+    b = kanon_synthetic(seed=3, adult=adult)
+    assert len(a.frame) == 10_000 and a.frame["id"].is_unique
+    pd.testing.assert_frame_equal(a.frame, b.frame)
+    assert {q: c.tolist() for q, c in a.cuts.items()} == {q: c.tolist() for q, c in b.cuts.items()}
+    c = kanon_synthetic(seed=4, adult=adult)
+    assert not a.frame["id"].equals(c.frame["id"])
+    # every tuple is an unchanged Adult row
+    merged = a.frame.merge(adult, on="id", suffixes=("", "_adult"))
+    assert len(merged) == 10_000
+    for col in adult.columns.drop("id"):
+        assert (merged[col] == merged[f"{col}_adult"]).all()
+    assert (a.frame["category"] == a.frame["occupation"].map(OCCUPATION_CATEGORY)).all()
+    assert (a.frame["job"] == "CAT" + a.frame["category"].astype(str)).all()
+
+
+def test_every_tuple_in_its_majority_region(adult) -> None:
+    syn = kanon_synthetic(seed=1, adult=adult)
+    cuts = syn.cuts
+    assert sorted(cuts) == ["age", "education_num"] and len(cuts["age"]) == 3 and len(cuts["education_num"]) == 2
+    lo, hi = np.percentile(adult["age"], [5, 95])
+    assert all(lo <= c < hi for c in cuts["age"])
+
+    age_cuts, edu_cuts = cuts["age"].tolist(), cuts["education_num"].tolist()
+
+    def keys(frame: pd.DataFrame) -> list[tuple]:  # plain Python: the slab of each QI (a cut c keeps c on the left)
+        return [(sum(a > c for c in age_cuts), sum(e > c for c in edu_cuts), s)
+                for a, e, s in zip(frame["age"].tolist(), frame["education_num"].tolist(), frame["sex"].tolist())]
+
+    votes: dict[tuple, dict[int, int]] = {}
+    for r, occupation in zip(keys(adult), adult["occupation"].tolist()):
+        cat = OCCUPATION_CATEGORY[occupation]
+        votes.setdefault(r, {}).setdefault(cat, 0)
+        votes[r][cat] += 1
+    label = {r: min(v, key=lambda c: (-v[c], c)) for r, v in votes.items()}
+    kept = sum(v[label[r]] for r, v in votes.items())
+    assert kept >= 10_000
+    regions = keys(syn.frame)
+    assert (syn.frame["category"].to_numpy() == np.array([label[r] for r in regions])).all()
+    # the grid id agrees with the slabs (QIs in order, sex values sorted)
+    expect = [(a * 3 + e) * 2 + (s == "Male") for a, e, s in regions]
+    assert syn.frame["region"].tolist() == expect == syn.region_of(syn.frame).tolist()
+    assert syn.labels[syn.frame["region"]].tolist() == syn.frame["category"].tolist()
+
+
+def test_too_many_rows_or_cuts_refused(adult) -> None:
+    with pytest.raises(ArgumentError, match="fewer than n=30000"):
+        kanon_synthetic(30_000, seed=0, adult=adult)
+    with pytest.raises(ArgumentError, match="education_num: 99 cuts"):
+        kanon_synthetic(seed=0, cuts={"education_num": 99}, adult=adult)
+
+
+def test_fka_tagged_samples_not_published() -> None:
+    rng = np.random.default_rng(0)
+    n = 600
+    frame = pd.DataFrame({"a": rng.integers(0, 40, n), "b": rng.integers(0, 10, n)})
+    asked = []
+
+    def ask(lo, hi):
+        asked.append(len(lo))
+        return ((lo[:, 0] + hi[:, 0]) / 2 >= 20).astype(np.int64)
+
+    tagged = []
+
+    def tag(labels: pd.DataFrame) -> np.ndarray:
+        tagged.append(labels.copy())
+        return (labels["a"].astype(int) >= 20).to_numpy().astype(np.int64)
+
+    rel = anonymize(frame, ["a", "b"], 20, method="fka", ask=ask, seed=5, tag=tag)
+    n_s = round(0.10 * n)
+    assert asked == [n_s]  # only the cell-generalized samples are published
+    assert len(tagged) == 1 and len(tagged[0]) == n_s and list(tagged[0].columns) == ["a", "b"]
+    assert rel.metrics["crowd_tuples"] == n_s and rel.metrics["tagged"] is True
+    assert rel.metrics["samples_widened_raw"] == 0
+    with pytest.raises(ArgumentError, match="tag must return"):
+        anonymize(frame, ["a", "b"], 20, method="fka", ask=ask, seed=5, tag=lambda labels: np.zeros(3, int))
+
+
+# ---------------------------------------------------------------- Algorithm 1's cut score: counts vs purity (ours)
+
+def test_counts_slice_a_sliver_purity_cuts_the_boundary() -> None:
+    x = np.arange(60)[:, None]
+    # values 0..29 all answer 0; 30..59 answer 1 where x % 6 == 0 (25 zeros, 5 ones)
+    t = np.where(x[:, 0] < 30, 0, (x[:, 0] % 6 == 0).astype(np.int64))
+
+    def counts(c: int) -> int:  # §4.3: n_ans * Σv² - (Σv)² per cell (n_ans = 2), summed
+        out = 0
+        for cell in (t[: c + 1], t[c + 1:]):
+            v = np.bincount(cell, minlength=2)
+            out += 2 * int((v * v).sum()) - int(v.sum()) ** 2
+        return out
+
+    def purity(c: int) -> float:
+        return sum(float((np.bincount(cell, minlength=2) ** 2).sum()) / len(cell) for cell in (t[: c + 1], t[c + 1:]))
+
+    allowed = range(5, 54)  # both slabs keep >= 6 samples
+    assert (counts(29), counts(53)) == (1300, 2132)  # the sliver 54..59 outscores the pure region boundary
+    assert max(allowed, key=counts) == 53
+    assert max(allowed, key=purity) == 29 and purity(29) == pytest.approx(900 / 30 + 650 / 30)
+    m = np.array([60])
+    assert feedback_histogram(x, t, m, 2, cell_limit=2, min_samples=6)[0].tolist() == [53]
+    assert feedback_histogram(x, t, m, 2, cell_limit=2, min_samples=6, criterion="purity")[0].tolist() == [29]
+
+
+def ref_purity_histogram(samples, truth, m, n_ans, cell_limit, min_s):
+    """Algorithm 1 with slabs and the purity score, by plain loops and exact fractions."""
+    d = samples.shape[1]
+    cuts = [[] for _ in range(d)]
+    i = stalled = 0
+    rows = [tuple(int(v) for v in r) for r in samples]
+    while stalled < d:
+        j = i % d
+        i += 1
+        shape = [len(c) + 1 for c in cuts]
+        n_cells = int(np.prod(shape)) // shape[j] * (shape[j] + 1)
+        best, best_score = None, None
+        if n_cells <= cell_limit:
+            for c in sorted({r[j] for r in rows} - set(cuts[j]) - {int(m[j]) - 1}):
+                new = sorted(cuts[j] + [c])
+                slab = [sum(x > q for q in new) for x in (r[j] for r in rows)]
+                at = new.index(c)
+                if slab.count(at) < min_s or slab.count(at + 1) < min_s:
+                    continue
+                cells: dict[tuple, list[int]] = {}
+                for r, a in zip(rows, truth.tolist()):
+                    key = tuple(sum(r[q] > e for e in (new if q == j else cuts[q])) for q in range(d))
+                    cells.setdefault(key, [0] * n_ans)[a] += 1
+                score = sum(Fraction(sum(v * v for v in vs), sum(vs)) for vs in cells.values())
+                if best_score is None or score > best_score:
+                    best, best_score = c, score
+        if best is None:
+            stalled += 1
+            continue
+        stalled = 0
+        cuts[j] = sorted(cuts[j] + [best])
+    return cuts
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_purity_histogram_matches_loops(seed) -> None:
+    rng = np.random.default_rng(seed)
+    m = np.array([12, 7])
+    x = np.stack([rng.integers(0, 12, 150), rng.integers(0, 7, 150)], axis=1)
+    truth = ((x[:, 0] >= 5).astype(np.int64) + (x[:, 1] >= 4) + (rng.random(150) < 0.2)) % 3
+    got = feedback_histogram(x, truth, m, 3, cell_limit=16, min_samples=8, criterion="purity")
+    assert [c.tolist() for c in got] == ref_purity_histogram(x, truth, m, 3, 16, 8)
+
+
+def test_fka_criterion_recorded_and_unknown_refused() -> None:
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"a": rng.integers(0, 40, 500), "b": rng.integers(0, 10, 500)})
+    calls = []
+
+    def ask(lo, hi):
+        calls.append(len(lo))
+        return ((lo[:, 0] + hi[:, 0]) / 2 >= 20).astype(np.int64)
+
+    rel = anonymize(frame, ["a", "b"], 20, method="fka", ask=ask, seed=2, criterion="purity")
+    assert rel.metrics["criterion"] == "purity"
+    assert "criterion" not in anonymize(frame, ["a", "b"], 20, method="fka", ask=ask, seed=2).metrics
+    calls.clear()
+    with pytest.raises(ArgumentError, match="criterion must be one of"):
+        anonymize(frame, ["a", "b"], 20, method="fka", ask=ask, seed=2, criterion="gini")
+    assert calls == []
