@@ -92,24 +92,30 @@ SQL_DS = ("SELECT object, truth FROM TRUTH_DISCOVER(answers, object := 'task', s
           "method := 'ds')")
 
 
-def sql_ds_rows(sets: dict[str, tuple[pd.DataFrame, pd.Series]], repeat: int, have_ck: bool) -> list[dict]:
-    """TRUTH_DISCOVER(..., method := 'ds') through SQL, timed as a user runs it (query to DataFrame)."""
+def sql_ds_rows(sets: dict[str, tuple[pd.DataFrame, pd.Series]], repeat: int, have_ck: bool,
+                methods: tuple[str, ...] = ("ds",)) -> list[dict]:
+    """TRUTH_DISCOVER(..., method := 'ds') (and the other ``methods``) through SQL, timed as a user runs it (query
+    to DataFrame), beside discover() alone on the same answers: x_discover is their ratio (issue 26: at most 1.5x
+    on 100k answers)."""
     rows = []
     for name, (df, truth) in sets.items():
-        with crowddb.connect(seed=1, progress=False) as db:
-            db.load_frame("answers", df)
-            got, t = timed(lambda db=db: db.sql(SQL_DS).df(), repeat)
-        pred = got.set_index("object")["truth"]
-        # the split of the time: discover() alone on the same answers (coding, EM, result frames); the rest of
-        # ours_s is the SQL path around it (planning, the input snapshot, the result's way back to DuckDB)
-        _, t_py = timed(lambda df=df: discover(df, "task", "worker", "label", method="ds"), repeat)
-        row = {"data": name, "method": "ds via SQL", "ours": score(pred, truth, "categorical"), "ours_s": t,
-               "discover_s": t_py}
-        if have_ck:
-            ck_pred, tc, it = run_crowdkit("ds", df, repeat)
-            row.update({"crowdkit": score(ck_pred, truth, "categorical"), "ck_s": tc, "ck_iter": it,
-                        "speedup": tc / t})
-        rows.append(row)
+        for method in methods:
+            query = SQL_DS.replace("'ds'", f"'{method}'")
+            with crowddb.connect(seed=1, progress=False) as db:
+                db.load_frame("answers", df)
+                got, t = timed(lambda db=db, query=query: db.sql(query).df(), repeat)
+            pred = got.set_index("object")["truth"]
+            # the split of the time: discover() alone on the same answers (coding, EM, result frames); the rest of
+            # ours_s is the SQL path around it (planning, the input snapshot, the result's way back to DuckDB)
+            _, t_py = timed(lambda df=df, method=method: discover(df, "task", "worker", "label", method=method),
+                            repeat)
+            row = {"data": name, "method": f"{method} via SQL", "ours": score(pred, truth, "categorical"),
+                   "ours_s": t, "discover_s": t_py, "x_discover": t / t_py}
+            if have_ck:
+                ck_pred, tc, it = run_crowdkit(method, df, repeat)
+                row.update({"crowdkit": score(ck_pred, truth, "categorical"), "ck_s": tc, "ck_iter": it,
+                            "speedup": tc / t})
+            rows.append(row)
     return rows
 
 
@@ -158,7 +164,7 @@ def main() -> None:
     if args.data.is_dir():
         df, truth, _ = load(args.data)["d_product"]
         sql_sets = {"d_product": (df, truth), **sql_sets}
-    rows += sql_ds_rows(sql_sets, args.repeat, have_ck)
+    rows += sql_ds_rows(sql_sets, args.repeat, have_ck, ("mv", "ds"))
     # CRH on 1,000,000 synthetic numeric claims from 10,000 sources
     rng = np.random.default_rng(0)
     n_claims, n_src, n_obj = 1_000_000, 10_000, 100_000

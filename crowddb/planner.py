@@ -52,7 +52,7 @@ from .operators.human import (
     OperatorPlan,
     RowsOf,
 )
-from .operators.table_functions import ArrowRows, TableInput, check_charged_unit
+from .operators.table_functions import ArrowRows, TableInput, check_charged_unit, repeats
 from .privacy import equality, identity, selection, serve, values
 from .privacy.tracing import ROW_REF, hands_on_columns, row_identity, traced
 from .query import plan as planning
@@ -216,6 +216,11 @@ class Planner:
             at = table.column_names.index(ROW_REF)
             row_refs = table.column(at).to_numpy()
             table, types = table.remove_column(at), types[:at] + types[at + 1:]
+        names = table.column_names
+        if len({c.lower() for c in names}) == len(names):  # DuckDB's names as they are: the typed SELECT is made
+            # (the snapshot registered) only when a column is read through it, not straight from the snapshot
+            return TableInput(self.ctx.con, lambda: self._arrow_select("in", ArrowRows(table, types))[0], names,
+                              table, types, row_refs)
         source, columns = self._arrow_select("in", ArrowRows(table, types))
         return TableInput(self.ctx.con, source, columns, table.rename_columns(columns), types, row_refs)
 
@@ -263,13 +268,20 @@ class Planner:
         untraced = query
         if spec.traced:  # a k-anonymous release: its rows go in the privacy ledger, by their identity
             self._refuse_untraceable(name, query, "release")
-            bases = base_tables(self.ctx.con, query)
+            bases = base_tables(self.ctx.con, query, ids=self.identities)
             query, traced_table = traced(self.ctx.con, query, self.identities)
         rows = self._input(query, reads)  # the input once, in its order, only what the function reads
+        roles = (self._relation_roles(table_name, untraced, rows.columns, kind) if spec.roles
+                 else TableRoles(table_name or ""))
+        asked = state = None
         if traced_table is not None and rows.row_refs is not None:
-            rows = self._widened_input(rows, query, traced_table, named)
+            # a repeat of the release served last time (same request, rows, values and ledger): nothing to widen,
+            # plan or box again (``repeats``)
+            asked, state = repeats.request(named, rows.columns, rows.types, roles), repeats.ledger_state(self.ctx.con)
+            repeat = repeats.find(self.ctx.con, traced_table, asked, rows.row_refs, rows.snapshot, state)
+            rows = self._widened_input(rows, query, traced_table, named) if repeat is None else rows
+            rows.repeat = repeat
         rows.ledger_table = traced_table
-        roles = self._relation_roles(table_name, untraced, rows.columns, kind)
         charge, charged, spend = None, [], None
         if spec.charge is not None:  # the epsilon budget: the charge is declared and checked before any noise is drawn
             charge = spec.charge(rows, named)
@@ -277,7 +289,7 @@ class Planner:
                 if not self.estimating:  # issue 24: a ROLLBACK would take back the charge, not what the caller saw
                     privacy.refuse_in_transaction(self.ctx.con, charge.operator)
                 charged = [table_name.lower()] if kind == "table" else sorted(
-                    {t.lower() for t in base_tables(self.ctx.con, untraced)})
+                    {t.lower() for t in base_tables(self.ctx.con, untraced, ids=self.identities)})
                 self._refuse_untraceable(name, untraced, "charge")
                 try:  # PrivacyBudgetError: nothing ran or was written
                     check_charged_unit(self.ctx.con, untraced, named, charged, charge.operator)  # issue 24
@@ -312,6 +324,11 @@ class Planner:
                     kind=release.kind, method=release.method, k=release.k, epsilon=release.epsilon,
                     delta=release.delta, params=release.params, metrics=release.metrics, objects=release.objects,
                     ledger=ledger)
+            if asked is not None:  # kept for the next repeat only if the ledger holds this one as a repeat
+                read, served = result.remember or ([], None)
+                repeats.keep(self.ctx.con, traced_table, f"release:{result.report['release_id']}", state,
+                             None if result.remember is None else repeats.Remembered(
+                                 asked, rows.row_refs, rows.snapshot.select(read), state, served))
         self.ctx.reports.append(result.report)
         rows_out = result.rows if isinstance(result.rows, ArrowRows) else ArrowRows(result.rows, None)
         computed = self._arrow_select("tf", rows_out)[0]  # read in place: nothing copied, no catalog entry

@@ -374,6 +374,24 @@ _NEWEST = ("crowddb_row_history h LEFT JOIN crowddb_ledger l ON l.release_no = h
            "LEFT JOIN crowddb_ledger_boxes b ON b.release_no = h.last_release_no AND b.box_id = h.last_box_id")
 
 
+def version(con: duckdb.DuckDBPyConnection) -> tuple:
+    """The ledger's state as counters every release moves (equal states: no release recorded or forgotten between
+    them): releases recorded (crowddb_ledger_tables), ledger rows, the newest one's number (a sequence: a release
+    recorded after a ROLLBACK has a larger one than the release rolled back), and the tables' links, whole."""
+    releases, rows, newest, linked = con.execute(
+        "SELECT (SELECT coalesce(sum(releases), 0) FROM crowddb_ledger_tables), (SELECT count(*) FROM crowddb_ledger), "
+        f"(SELECT max(release_no) FROM crowddb_ledger), (SELECT list(l ORDER BY l.table_name) FROM {links.LINKS} l)"
+    ).fetchall()[0]
+    return int(releases), int(rows), newest, linked
+
+
+def on_record_as_repeat(con: duckdb.DuckDBPyConnection, release: str) -> bool:
+    """Is ``release`` on record, for every table it showed, as a repeat of an earlier release (it showed nothing
+    new)?"""
+    return bool(con.execute("SELECT count(*) > 0 AND count(*) = count(repeats) FROM crowddb_ledger WHERE release = ?",
+                            [release]).fetchall()[0][0])
+
+
 def _has_history(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     """Has any release of ``table`` (its ledger root) put rows on record? One row of crowddb_ledger_tables says so
     (``record`` bumps it in the transaction that writes the histories): a table never released has nothing to

@@ -59,26 +59,36 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     key_dropped = key is not None and not args["keep_key"] and key.lower() not in {c.lower() for c in qi}
     seed = _seed(ctx, args["seed"])
     read = [*qi, *([args["sensitive"]] if args["sensitive"] else []), *(hierarchies or {})]
-    frame = rows.df(read)
-    check_request(frame, qi, args["k"], args["method"])  # refused before anything, whether or not it is computed
+    release = published = remember = labels = None
+    if rows.repeat is not None:  # the release served last time, asked again of the same rows and ledger
+        release, published, labels = rows.repeat.served
+        remember = (read, rows.repeat.served)
+    else:
+        frame = rows.df(read)
+        check_request(frame, qi, args["k"], args["method"])  # refused before anything, whether or not it is computed
 
-    @functools.cache
-    def fresh():  # the release asked for, computed once; not at all when the rows are served from their boxes
-        return anonymize(frame, qi, args["k"], method=args["method"], strict=args["strict"],
-                         sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
-                         hierarchies=hierarchies)
+        @functools.cache
+        def fresh():  # the release asked for, computed once; not at all when the rows are served from their boxes
+            return anonymize(frame, qi, args["k"], method=args["method"], strict=args["strict"],
+                             sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
+                             hierarchies=hierarchies)
 
-    if args["l"] is not None or args["sensitive"] is not None or hierarchies:
-        fresh()  # l-diversity and hierarchies are checked only by computing the release: up front then
-    release = published = None
-    if rows.row_refs is not None:
-        composition.distinct_rows("ANONYMIZE", "its input", rows.row_refs)
-        if rows.ledger_table is not None and composition.shown_before(ctx.con, rows.ledger_table, rows.row_refs):
-            release, published = _kept_classes(ctx, rows, fresh, frame[qi], qi, args, kinds, seed)
-    if release is None:
-        release = fresh()
-    if rows.row_refs is not None and published is None:  # each row's box, as the release prints it
-        published = _published(rows.row_refs, release, qi)
+        extras = args["l"] is not None or args["sensitive"] is not None or bool(hierarchies)
+        if extras:
+            fresh()  # l-diversity and hierarchies are checked only by computing the release: up front then
+        if rows.row_refs is not None:
+            composition.distinct_rows("ANONYMIZE", "its input", rows.row_refs)
+            if rows.ledger_table is not None and _shown_before(ctx, rows):
+                release, published, persisted = _kept_classes(ctx, rows, fresh, frame[qi], qi, args, kinds, seed)
+                if persisted and not extras and not rows.widened:
+                    # the boxes on record, a function of the ledger and these rows' values alone (no seed, no
+                    # anonymizer): the same again for the same request, rows and ledger (``repeats``)
+                    labels = _class_labels(release)
+                    remember = (read, (_shown_again(release), published, labels))
+        if release is None:
+            release = fresh()
+        if rows.row_refs is not None and published is None:  # each row's box, as the release prints it
+            published = _published(rows.row_refs, release, qi)
     metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
     report = {"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}", "key": key,
               "key_dropped": key_dropped, "declared_quasi_identifiers": list(roles.quasi_identifiers)}
@@ -93,7 +103,25 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     entry.published = published
     order = np.random.default_rng(seed).permutation(len(release.groups))
     kept = [c for c in rows.columns if not (key_dropped and c == key)]
-    return TableResult(_release_rows(rows, kept, release, order), report, entry)
+    return TableResult(_release_rows(rows, kept, release, order, labels), report, entry, remember)
+
+
+def _shown_again(release):
+    """What showing ``release`` again needs of it (its classes, labels and figures), without the rows' values and
+    codes it was computed from (kept per connection for the next repeat: a table's quasi-identifiers otherwise)."""
+    from ...anonymize.generalize import Release
+
+    return Release(None, release.groups, None, None, release.metrics, {}, release.quasi_identifiers,
+                   pre_class=release.pre_class, labels=release.labels)
+
+
+def _shown_before(ctx: OperatorContext, rows: TableInput) -> bool:
+    """Did an earlier release show any of the input's rows? Read from the joint classes when the planner read them
+    to widen the input (every shown row is a member of its own class), else asked of the ledger."""
+    if rows.joint_classes is None:
+        return bool(composition.shown_before(ctx.con, rows.ledger_table, rows.row_refs))
+    members = rows.joint_classes["row_ref"].to_numpy(dtype=np.int64)
+    return bool(len(members)) and bool(np.isin(rows.row_refs, members).any())
 
 
 def _published(row_refs: np.ndarray, release, qi: list[str]) -> composition.Planned:
@@ -106,14 +134,15 @@ def _published(row_refs: np.ndarray, release, qi: list[str]) -> composition.Plan
 
 
 def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataFrame, qi: list[str],
-                  args: dict[str, Any], kinds: dict[str, str], seed) -> tuple[Any, composition.Planned]:
+                  args: dict[str, Any], kinds: dict[str, str], seed) -> tuple[Any, composition.Planned, bool]:
     """ANONYMIZE over rows an earlier release showed: the persisted partition when every row was shown over these
     quasi-identifiers at this k or more (each in its earlier box: nothing new is shown, issue 25); else the release
     asked for when the guard accepts it (a partition that keeps every joint class whole); else a release that keeps
     them whole (``privacy.serve``: merged classes for a larger k, added quasi-identifiers generalized over each
     class, new rows anonymized alone by the method asked for), with the guard's reason in the report. l-diversity and
     hierarchies are not kept by such a release: refused then, with the guard's reason. ``asked``: computes the release
-    asked for (called only when the persisted partition cannot serve); ``frame``: the rows' quasi-identifiers."""
+    asked for (called only when the persisted partition cannot serve); ``frame``: the rows' quasi-identifiers. Also
+    whether the release is the persisted partition itself."""
     from ...anonymize import anonymize
     from ...anonymize.encoding import encode
     from ...anonymize.generalize import assemble
@@ -127,12 +156,13 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
     except serve.Refused as no_plan:
         plan, why_not = None, no_plan
     guard = "every row was shown before over these quasi-identifiers at this k or more"
-    if plan is None or pd.isna(plan.boxes).any():  # not the persisted partition itself: the release asked for, if safe
+    persisted = plan is not None and not pd.isna(plan.boxes).any()
+    if not persisted:  # not the persisted partition itself: the release asked for, if safe
         release = asked()
         published = _published(rows.row_refs, release, qi)
         try:
             composition.check(ctx.con, rows.ledger_table, "release:next", k, published)
-            return release, published
+            return release, published, False
         except PrivacyError as refused:
             if plan is None or args["l"] is not None or args["hierarchies"]:
                 raise PrivacyError(f"{refused}" + ("" if plan is not None else f" ({why_not.reason}: "
@@ -165,21 +195,28 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
     served = assemble(frame, enc, pre_class.astype(np.int64), low, high, [labels[q] for q in qi], k, "served",
                       metrics)
     served.metrics["served_because"] = guard  # why the release asked for was not made
-    return served, _published(rows.row_refs, served, qi)
+    return served, _published(rows.row_refs, served, qi), persisted
 
 
-def _release_rows(rows: TableInput, columns: list[str], release, order: np.ndarray) -> ArrowRows:
+def _class_labels(release) -> dict[str, pa.Array]:
+    """Each quasi-identifier's label of each pre-class, as Arrow text (the dictionaries of ``_release_rows``)."""
+    return {q: pa.array([str(x) for x in labels], pa.string()).take(pa.array(index))
+            for q, (labels, index) in release.labels.items()}  # (distinct labels, each pre-class's label)
+
+
+def _release_rows(rows: TableInput, columns: list[str], release, order: np.ndarray,
+                  labels: dict[str, pa.Array] | None = None) -> ArrowRows:
     """The release as Arrow, output row j being input row order[j]: the input's ``columns`` gathered in that order,
-    each quasi-identifier a dictionary array of its labels (each class's labels; each row's index into them)."""
+    each quasi-identifier a dictionary array of its labels (each class's labels, ``_class_labels`` unless given;
+    each row's index into them)."""
     order = np.asarray(order, dtype=np.int64)
     pre_class = pa.array(release.pre_class.astype(np.int32, copy=False)[order])  # each row's index into the labels
     taken = pa.array(order)
+    labels = _class_labels(release) if labels is None else labels
     arrays, types = [], []
     for c in columns:
         if c in release.labels:
-            labels, index = release.labels[c]  # distinct labels, each pre-class's label
-            per_class = pa.array([str(x) for x in labels], pa.string()).take(pa.array(index))
-            arrays.append(pa.DictionaryArray.from_arrays(pre_class, per_class))
+            arrays.append(pa.DictionaryArray.from_arrays(pre_class, labels[c]))
             types.append(None)
         else:
             i = rows.columns.index(c)

@@ -30,10 +30,11 @@ from ..context import OperatorContext
 @dataclasses.dataclass
 class TableInput:
     """A table function's input: ``snapshot``, the input's rows run once and frozen as Arrow (in the input's order),
-    read through ``source`` (a SELECT over it giving each column its DuckDB type) as far as the function needs them."""
+    read through ``source`` (a SELECT over it giving each column its DuckDB type; or what makes that SELECT, called
+    the first time a column is read through it) as far as the function needs them."""
 
     con: duckdb.DuckDBPyConnection
-    source: exp.Select
+    source: exp.Select | Callable[[], exp.Select]
     columns: list[str]
     snapshot: pa.Table
     types: list[duckdb.DuckDBPyType]
@@ -42,6 +43,8 @@ class TableInput:
     widened: int = 0  # rows added (the last ones) to keep earlier classes whole (``Planner._widened_input``)
     #: the joint classes of ``row_refs`` (``composition.joint_classes``) when the planner read them to widen the rows
     joint_classes: pd.DataFrame | None = None
+    #: the release on record this call repeats (``repeats.find``): served as it was, nothing computed again
+    repeat: Any = None
 
     def df(self, columns: list[str] | None = None) -> pd.DataFrame:
         """The input's rows (only ``columns``, in the input's column order, if given) as pandas."""
@@ -57,6 +60,8 @@ class TableInput:
                    for i, c in direct.items()}
         others = [self.columns[i] for i in wanted if i not in direct]
         if others:
+            if callable(self.source):  # registered only now: most inputs are read straight from the snapshot
+                self.source = self.source()
             query = exp.select(*(_sql.column(c) for c in others)).from_(
                 self.source.subquery(_sql.identifier("__crowd_input")))
             with setting(self.con, "preserve_insertion_order", True):  # the rows line up with the snapshot's
@@ -103,6 +108,9 @@ class TableResult:
     rows: pd.DataFrame | ArrowRows
     report: dict[str, Any]
     release: ReleaseEntry | None = None
+    #: what the planner keeps, once the release is recorded as a repeat, for the next call that repeats it
+    #: (``repeats.keep``); None: nothing to keep
+    remember: Any = None
 
 
 #: (context, input, named arguments, the input's column roles) -> its rows, report and release
@@ -207,6 +215,7 @@ class TableFunctionSpec:
     traced: bool = False                # it releases stored rows: the k-anonymity ledger records them by identity
     act: Acts | None = None             # a logged act on the input table instead of a release
     table_input: str | None = None      # its input must be one stored table's name: why (a budget is per table)
+    roles: bool = True                  # it reads its input's column roles (False: handed none, none looked up)
 
     @property
     def sql_name(self) -> str:

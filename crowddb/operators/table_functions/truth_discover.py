@@ -103,4 +103,5 @@ def truth_discover_charge(rows: TableInput, named: dict[str, Any]) -> privacy.Ch
 
 
 
-SPEC = TableFunctionSpec("truth_discover", truth_discover, reads=_claim_columns, charge=truth_discover_charge)
+SPEC = TableFunctionSpec("truth_discover", truth_discover, reads=_claim_columns, charge=truth_discover_charge,
+                         roles=False)  # answers have no quasi-identifiers: their roles are never read
