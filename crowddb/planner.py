@@ -39,7 +39,7 @@ from .lineage import (
     opaque_sources,
 )
 from .operators import table_functions
-from .operators.columns import GOLD, WIDENED
+from .operators.columns import CONFIDENCE, GOLD, WIDENED
 from .operators.context import OperatorContext
 from .operators.human import (
     GROUP_ID,
@@ -66,6 +66,7 @@ _ID = "__crowd_id"
 _GROUP = "__crowd_g"
 _REF = "__crowd_ref"  # the privacy ledger's identity of the rows a call publishes (row_identity)
 _ANSWER = "answer"
+_CONFIDENCE = "confidence"  # an accuracy target's posterior (issue 28), beside _ANSWER
 _SET = "__crowd_set"  # a grouping set's GROUPING() mask, in the answers of a group operator over grouping sets
 _SET_ANSWER = "__crowd_answer"  # their answer (prefixed: the lookup reads the query's own columns beside it)
 _MAX_GROUPING_SETS = 64  # each set is asked about on its own (every input row once per set)
@@ -718,9 +719,12 @@ class Planner:
     def _splice(self, scope: exp.Select, call: exp.Anonymous, kind: str, frame: pd.DataFrame, answers: pd.DataFrame,
                 sources: list[_Source], group_exprs: list[exp.Expression], pushdown: bool) -> None:
         """Join the answers to ``scope`` by row identity (or group key) and put their column in place of the call."""
+        # an accuracy target's answers carry their posterior (issue 28): a column of its own beside the answer
+        extra = [_CONFIDENCE] if kind == "tuple" and CONFIDENCE in answers else []
         if kind == "tuple":
             keys = [f"{_ID}{i}" for i in range(len(sources))]
-            table = frame[[ROW_ID, *keys]].merge(answers, on=ROW_ID, how="left")[[*keys, _ANSWER]]
+            table = (frame[[ROW_ID, *keys]].merge(answers.rename(columns={CONFIDENCE: _CONFIDENCE}), on=ROW_ID,
+                                                  how="left")[[*keys, _ANSWER, *extra]])
         else:
             keys = [f"{_GROUP}{i}" for i in range(len(group_exprs))]
             firsts = frame.drop_duplicates(GROUP_ID)[[GROUP_ID, *keys]]
@@ -729,7 +733,7 @@ class Planner:
         # what a query may carry on from the answers: a tuple operator's answer (the crowd's, from what it was
         # shown); a group operator's is the chosen row's key; the join columns equal the input's own values (the
         # join's equalities give them the input's roles)
-        self.temp_roles[temp] = TableRoles(temp, core=tuple(keys) + ((_ANSWER,) if kind == "tuple" else ()),
+        self.temp_roles[temp] = TableRoles(temp, core=tuple(keys) + ((_ANSWER, *extra) if kind == "tuple" else ()),
                                            key=_ANSWER if kind == "group" else None)
         alias = f"{temp}_a"
         if kind == "tuple":
@@ -749,8 +753,16 @@ class Planner:
         value: exp.Expression = exp.column(_ANSWER, table=alias, quoted=True)
         if kind == "group":
             value = exp.func("any_value", value)
+        item = call.parent if isinstance(call.parent, exp.Alias) else call  # the select item the call is, if any
+        at = next((i for i, e in enumerate(scope.expressions) if e is item), None)
+        named = item.alias if isinstance(item, exp.Alias) else call.name.lower()
         call.replace(answer_column(call, value))
-        hidden = [exp.column(c, table=alias, quoted=True) for c in [*keys, _ANSWER]]
+        if extra and at is not None:  # the posterior beside its answer: <name>_confidence after the call's item
+            expressions = list(scope.expressions)
+            expressions.insert(at + 1, exp.alias_(exp.column(_CONFIDENCE, table=alias, quoted=True),
+                                                  f"{named}_confidence", quoted=True))
+            scope.set("expressions", expressions)
+        hidden = [exp.column(c, table=alias, quoted=True) for c in [*keys, _ANSWER, *extra]]
         key = "except_" if "except_" in exp.Star.arg_types else "except"  # sqlglot renamed it
         for star in scope.expressions:
             if isinstance(star, exp.Star):

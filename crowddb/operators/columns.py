@@ -6,3 +6,4 @@ TRUTH = "__crowd_truth"     # hidden ground truth (never published; the simulate
 GOLD = "__crowd_gold"       # known answers for gold questions from a table the requester names (never published)
 KEY = "__crowd_key"         # the value a group operator returns for the chosen row
 WIDENED = "__crowd_widened"  # a row shown only to keep earlier joint classes whole (privacy.serve.widening)
+CONFIDENCE = "__crowd_confidence"  # an accuracy target's posterior of the answer it returns (issue 28)

@@ -27,7 +27,7 @@ from ..store import composition
 from ..truth import adaptive
 from ..udf import HumanOperator
 from .aggregate import accuracy_range, aggregate, tournament
-from .columns import GROUP_ID, KEY, ROW_ID, TRUTH, WIDENED
+from .columns import CONFIDENCE, GROUP_ID, KEY, ROW_ID, TRUTH, WIDENED
 from .context import OperatorContext
 from .packing import Shuffle, group_round_items, later_round_hits, signature, tuple_items
 from .publishing import Publisher, answer_domain, knowledge, render
@@ -261,7 +261,8 @@ class HumanOperatorRun:
         assignment from workers who have not answered them (``HitBatch.exclude``). Every round goes through
         ``Purchase.buy``: on record before it is posted, in the same boxes (one release of this run, continued), its
         spending checked against the budget. A rerun is served from the record: the same answers, the same
-        decisions, nothing bought. Returns ROW_ID, answer (the rule's leading label)."""
+        decisions, nothing bought. Returns ROW_ID, answer (the rule's leading label) and its posterior
+        (``CONFIDENCE``)."""
         op, purchase = self.op, self.purchase
         every, names = self._objects(items)
         no_cache = pd.DataFrame({"item_key": [], "occurrence": [], "worker_id": [], "answer": []})
@@ -301,8 +302,9 @@ class HumanOperatorRun:
             self.plan.note = "; ".join(filter(None, [self.plan.note, (
                 f"bought {bought} answers in {round_no} rounds; {summary['uncertain']} item(s) stopped uncertain at "
                 f"max_assignments := {op.max_assignments}")]))
-        answers = pd.DataFrame({"item_id": every["item_id"].to_numpy(), "answer": truth.to_numpy()})
-        return items[[ROW_ID, "item_id"]].merge(answers, on="item_id")[[ROW_ID, "answer"]]
+        answers = pd.DataFrame({"item_id": every["item_id"].to_numpy(), "answer": truth.to_numpy(),
+                                CONFIDENCE: confidence.to_numpy(dtype=float)})
+        return items[[ROW_ID, "item_id"]].merge(answers, on="item_id")[[ROW_ID, "answer", CONFIDENCE]]
 
     def _predicted(self, items: pd.DataFrame, have: pd.Series, hits: pd.DataFrame) -> dict[str, Any]:
         """explain()'s figures of an accuracy target: the answers the open items are expected to take and their

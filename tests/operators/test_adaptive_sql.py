@@ -69,6 +69,25 @@ def test_buys_fewer_answers_than_the_cap_and_the_platform_agrees(ran):
     assert count(db, "SELECT sum(assignments) FROM crowddb_runs") == count(db, "SELECT count(*) FROM crowddb_payments")
 
 
+def test_each_answer_carries_its_posterior(ran):
+    """guess_confidence beside guess: the stopping rule's posterior of the answer, recomputed here from the answers
+    on record (one item per row: the multisets agree)."""
+    db, _, _, result, report = ran
+    assert list(result.columns) == ["id", "truth", "guess", "guess_confidence"]
+    state = stopping_rule(on_record(db), target=TARGET, max_assignments=CAP,
+                          classes=sorted(people_frame(N)["job"].unique()))
+    assert np.allclose(np.sort(result["guess_confidence"].to_numpy()), np.sort(state.confidence.to_numpy()),
+                       rtol=0, atol=1e-9)
+    assert int((result["guess_confidence"] < TARGET).sum()) == report["uncertain"]
+    assert result["guess_confidence"].min() == pytest.approx(report["min_confidence"], abs=1e-6)
+    # a call that is not a select item of its own (in WHERE, inside an expression) adds no column
+    db2 = open_db(crowd())
+    nested = db2.sql(f"SELECT id FROM people WHERE getposition(*, accuracy := {TARGET}, max_assignments := {CAP}) "
+                     "IS NOT NULL ORDER BY id").df()
+    assert list(nested.columns) == ["id"] and len(nested) == N
+    db2.close()
+
+
 def test_every_item_reached_the_target_or_its_cap(ran):
     db, _, _, result, report = ran
     answers = on_record(db)
