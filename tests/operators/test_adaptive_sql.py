@@ -224,3 +224,24 @@ def test_a_failure_between_rounds_never_pays_twice():
         state = stopping_rule(on_record(db), target=TARGET, max_assignments=CAP,
                               classes=sorted(people_frame(N)["job"].unique()))
         assert len(state.need_more) == 0 and len(result) == N
+
+
+def test_a_rerun_after_a_failed_round_over_quasi_identifiers_is_refused_and_pays_nothing():
+    """With quasi-identifiers, an accuracy target's later rounds are part of its run's one release. A rerun after a
+    round failed is a new run: its next round would be a new release showing a subset of the first run's rows, which
+    the guard refuses (as it refuses a knock-out round resumed by a new run, tests/operators/test_money_once.py);
+    nothing is posted or paid by the refused rerun, and what the failed run posted is collected."""
+    platform = FailingCrowd(n_workers=30, quality=(8.0, 2.0), seed=7)
+    with crowddb.connect(platform=platform, seed=3, progress=False) as db:
+        db.load_frame("people", people_frame(N), quasi_identifiers=["age", "zip"], sensitive=["salary"],
+                      ground_truth="job", key="id")
+        query = f"SELECT id, getposition(*, k := 10, accuracy := {TARGET}, max_assignments := {CAP}) FROM people"
+        with pytest.raises(crowddb.errors.PlatformError, match="went away"):
+            db.sql(query)
+        posted = len(platform.published)
+        with pytest.raises(crowddb.errors.PrivacyError, match="break the k-anonymity of run:1"):
+            db.sql(query)
+        assert len(platform.published) == posted  # the rerun posted nothing
+        assert count(db, "SELECT count(*) FROM crowddb_hits WHERE status <> 'completed'") == 0  # round 3 collected
+        assert count(db, "SELECT count(*) - count(DISTINCT assignment_id) FROM crowddb_payments") == 0
+        assert db.sql("SELECT release, count(*) FROM crowddb_published GROUP BY ALL").fetchall() == [("run:1", N)]
