@@ -233,6 +233,7 @@ class HumanOperator:
     def adaptive(self) -> bool:
         """Does the call buy in rounds up to an accuracy target (issue 28) rather than a fixed ``assignments``?"""
         return self.accuracy is not None
+
     def _check_arguments(self, where: str) -> None:
         """The operator's own arguments are (name, SQL type) pairs; the question names only them."""
         arguments = self.arguments
@@ -280,9 +281,10 @@ class HumanOperator:
             check_override(key, value, f"{self.name}(...)")
         adaptive = [key for key in ADAPTIVE_OVERRIDES if key in overrides]
         if adaptive and "assignments" in overrides:
+            asked = " := and ".join(adaptive)
             raise ArgumentError(f"{self.name}(...): assignments := asks a fixed number of answers per item and "
-                                f"{' := and '.join(adaptive)} := ask{'s' if len(adaptive) == 1 else ''} for answers until an accuracy target is reached; "
-                                "pass one or the other (e.g. accuracy := 0.95, max_assignments := 9)")
+                                f"{asked} := ask{'s' if len(adaptive) == 1 else ''} for answers until an accuracy "
+                                "target is reached; pass one or the other (e.g. accuracy := 0.95, max_assignments := 9)")
         fields = {f.name for f in dataclasses.fields(self)}
         changes = {("aggregation" if key == "method" else key): value for key, value in overrides.items()}
         changes = {key: value for key, value in changes.items() if key in fields}

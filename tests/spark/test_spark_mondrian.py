@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pytest
+from spark_session import spark  # noqa: F401  (the session fixture)
 
 from crowddb.anonymize import anonymize as local_anonymize
 from crowddb.datasets import ADULT_QUASI_IDENTIFIERS, adult_path, load_adult

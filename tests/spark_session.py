@@ -1,7 +1,9 @@
-"""One local Spark session for every Spark test (starting one takes seconds: it is shared by the whole run).
+"""The ``spark`` fixture of tests/spark/: one local Spark session for every Spark test (starting one takes seconds:
+it is shared by the whole run).
 
 Skipped, with the reason in the summary, when PySpark (the ``spark`` extra) or Java is missing; under CI (``CI`` set to
-a true value) that fails instead, as the browser tests do: CI installs both and must run these tests."""
+a true value) that fails instead, as the browser tests do: CI installs both and must run these tests. (Not a
+conftest.py in tests/spark/: a second module named conftest would shadow tests/conftest.py for later test files.)"""
 
 from __future__ import annotations
 
