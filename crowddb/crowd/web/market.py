@@ -121,6 +121,15 @@ CREATE TABLE IF NOT EXISTS answers (
     PRIMARY KEY (assignment_id, item_no)
 ) WITHOUT ROWID;
 """
+# workers who may not take a HIT: they answered one of its items in an earlier round (an accuracy target's later
+# rounds, HitBatch.exclude); created apart from SCHEMA so that a market file from before it gains it too
+EXCLUDED = """
+CREATE TABLE IF NOT EXISTS excluded (
+    hit_id TEXT NOT NULL REFERENCES hits (hit_id),
+    worker_id TEXT NOT NULL,
+    PRIMARY KEY (hit_id, worker_id)
+) WITHOUT ROWID;
+"""
 
 
 class MarketError(PlatformError):
@@ -265,6 +274,7 @@ class Market:
                 for statement in _statements(SCHEMA):
                     con.execute(statement)
         with self._write(con):
+            con.execute(EXCLUDED)
             clear = con.execute("SELECT value FROM settings WHERE key = 'requester_token'").fetchone()
             if clear is not None:  # a market file from before the token was hashed: hashed now, the clear one gone
                 con.execute("INSERT OR IGNORE INTO settings VALUES ('requester_token_sha256', ?)", (_digest(clear[0]),))
@@ -357,6 +367,10 @@ class Market:
         item_rows = [(str(h), int(i), int(r), json.dumps([str(v) for v in vals]))
                      for h, i, r, vals in zip(items["hit_id"], items["item_no"], items["row_no"],
                                               values.itertuples(index=False, name=None))]
+        excluded_rows = []
+        if batch.exclude is not None and len(batch.exclude):  # a worker who answered one of a HIT's items
+            excluded_rows = sorted({(str(h), str(w)) for h, w in zip(batch.exclude["hit_id"],
+                                                                     batch.exclude["worker_id"])})
         gold_rows = []
         if batch.gold is not None and len(batch.gold):
             gold_rows = [(str(h), int(i), str(a)) for h, i, a in
@@ -370,6 +384,7 @@ class Market:
                             [r for r in hit_rows if r[0] in new])
             con.executemany("INSERT OR IGNORE INTO items VALUES (?,?,?,?)", [r for r in item_rows if r[0] in new])
             con.executemany("INSERT OR IGNORE INTO gold VALUES (?,?,?)", [r for r in gold_rows if r[0] in new])
+            con.executemany("INSERT OR IGNORE INTO excluded VALUES (?,?)", [r for r in excluded_rows if r[0] in new])
         return len(new)
 
     def known(self, hit_ids: Iterable[str]) -> set[str]:
@@ -455,6 +470,7 @@ class Market:
         SELECT h.hit_id, h.assignments FROM hits h
         WHERE h.done = 0
           AND NOT EXISTS (SELECT 1 FROM assignments a WHERE a.hit_id = h.hit_id AND a.worker_id = :worker)
+          AND NOT EXISTS (SELECT 1 FROM excluded e WHERE e.hit_id = h.hit_id AND e.worker_id = :worker)
           AND ((SELECT count(*) FROM assignments a WHERE a.hit_id = h.hit_id) < h.assignments
                OR EXISTS (SELECT 1 FROM assignments a WHERE a.hit_id = h.hit_id AND a.submitted_at IS NULL
                           AND a.lease_until < :now))

@@ -41,6 +41,9 @@ class WebCrowd(Platform):
     session id. ``serve``: start the page server in this process when none answers for this market. ``announce``:
     how the requester page and worker links are told (default ``print``)."""
 
+    #: a HIT of an accuracy target's later round is never given to a worker who answered one of its items before
+    excludes_workers = True
+
     name = "web"
     shows_tradeoff = True  # the requester page plots the query's k trade-off before it runs
 

@@ -412,3 +412,35 @@ def test_processes_hammering_one_market_file(tmp_path):
     assert all(kind == "ok" for kind, _ in results), results
     _check_all_done(m, [f"R1-{i:05d}" for i in range(1, 13)], 3, 2)
     m.close()
+
+
+def test_an_excluded_worker_never_takes_that_hit(market):
+    """Issue 28: a later round's HIT is not given to a worker who answered one of its items before
+    (HitBatch.exclude); other workers take it, and the excluded one gets the next HIT it may answer."""
+    workers = [market.add_worker() for _ in range(2)]
+    (w1, t1), (_, t2) = workers
+    batch = make_batch(n_hits=2, assignments=1)
+    batch.exclude = pd.DataFrame({"hit_id": ["R1-00001"], "item_no": [2], "worker_id": [w1]})
+    market.post(batch)
+    first = market.take(t1)
+    assert first["hit_id"] == "R1-00002"  # the oldest HIT it may answer, not the one it is excluded from
+    assert market.take(t2)["hit_id"] == "R1-00001"
+    market.submit(t1, first["assignment_id"], first["csrf"], all_right(market, first))
+    assert market.take(t1) is None and not market.available(t1)
+    # posting the batch again changes nothing (idempotent), and a market file from before the table gains it
+    assert market.post(batch) == 0
+    assert market._con().execute("SELECT count(*) FROM excluded").fetchone()[0] == 1
+
+
+def test_a_market_file_without_the_exclusions_table_gains_it(tmp_path, clock):
+    path = tmp_path / "old.sqlite"
+    Market(path, clock=clock).close()
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE excluded")
+    con.commit()
+    con.close()
+    reopened = Market(path, clock=clock)
+    reopened.post(make_batch(n_hits=1))
+    _, token = reopened.add_worker()
+    assert reopened.take(token)["hit_id"] == "R1-00001"
+    reopened.close()
