@@ -207,7 +207,9 @@ class Purchase:
                     ["hit_id", "item_no", "worker_id"]].reset_index(drop=True))
             ids = batch.hits["hit_id"].tolist()
             ledger = self._ledger(items, layout, shown, round_no)  # refuses what would break an earlier release
-            self._record_posted(batch, keys, ledger)  # write-ahead: on record as 'publishing' before the platform is called
+            release = self._release(ident[ident["item_id"].isin(layout["item_id"])], ledger, round_no)
+            self._record_posted(batch, keys, ledger, release)  # write-ahead: on record as 'publishing' before the
+            # platform is called
             try:
                 with self._platform_errors(f"publishing {len(hits)} HITs (round {round_no})"):
                     platform.publish(batch, knowledge=knowledge)
@@ -318,8 +320,25 @@ class Purchase:
             return str(refused)
         return None
 
+    def _release(self, asked: pd.DataFrame, ledger: list[tuple[str, composition.Planned | None]],
+                 round_no: int) -> str:
+        """The release a round's rows are recorded in: this run's ('run:<id>'); for a later round of a run that
+        showed nothing itself (a rerun after a run died between rounds: its first round was all on record), the
+        release of the earliest run that asked every one of these items, if that release is on record. The round
+        continues that run as it would have gone on, in its boxes: recorded as a new release it would show a subset
+        of that run's rows, which the guard refuses (a worker would tell them from the rest of their classes)."""
+        own = f"run:{self.run_id}"
+        tables = [table for table, rows in ledger if rows is not None]
+        if round_no < 2 or not tables or any(composition.on_record(self.store.con, t, own) for t in tables):
+            return own
+        for run in self.store.runs_asking(asked[["item_key", "occurrence"]], self.op.name):
+            earlier = f"run:{run}"
+            if run != self.run_id and all(composition.on_record(self.store.con, t, earlier) for t in tables):
+                return earlier
+        return own
+
     def _record_posted(self, batch: HitBatch, keys: pd.DataFrame,
-                       ledger: list[tuple[str, composition.Planned | None]] = ()) -> None:
+                       ledger: list[tuple[str, composition.Planned | None]] = (), release: str | None = None) -> None:
         """The HITs about to be posted, with exactly what they show, as 'publishing' (one transaction), before the
         platform is called (write-ahead): a run that dies during or after publish() leaves them on record, and the
         next run asks the platform which of them it has instead of posting anything again."""
@@ -330,7 +349,8 @@ class Purchase:
         items = batch.items.merge(keys[["hit_id", "item_no", "item_key", "occurrence", "gold"]],
                                   on=["hit_id", "item_no"])
         self.store.record_posted(self.run_id, hits, items, batch.published_columns, group=self.op.kind == "group",
-                                 ledger=[(table, f"run:{self.run_id}", int(self.op.k), rows) for table, rows in ledger])
+                                 ledger=[(table, release or f"run:{self.run_id}", int(self.op.k), rows)
+                                         for table, rows in ledger])
         self._wrote_hits = True
 
     def _resolve_publishing(self, hit_ids: list[str]) -> list[str]:

@@ -228,6 +228,16 @@ class Store:
                 "AND h.platform = ? "
                 "AND coalesce(r.status, '') <> 'running' ORDER BY h.hit_id", [operator, platform]).df()
 
+    def runs_asking(self, need: pd.DataFrame, operator: str) -> list[int]:
+        """The runs that posted HITs (not lost) asking every one of the items ``need`` (item_key, occurrence) of
+        ``operator``, earliest first: the runs a later round over these items continues."""
+        with registered(self.con, __crowd_need=need.drop_duplicates(["item_key", "occurrence"])):
+            return [r for (r,) in self.con.execute(
+                "SELECT h.run_id FROM crowddb_hits h JOIN crowddb_hit_items i USING (hit_id) "
+                "JOIN __crowd_need n USING (item_key, occurrence) WHERE h.operator = ? AND h.status <> 'lost' "
+                "AND i.gold IS NULL GROUP BY h.run_id HAVING count(DISTINCT (i.item_key, i.occurrence)) = "
+                "(SELECT count(*) FROM __crowd_need) ORDER BY h.run_id", [operator]).fetchall()]
+
     def published_hits(self, platform: str) -> list[str]:
         """HITs posted on ``platform`` and not collected yet, of runs that are over (a running run collects its own)."""
         return [h for (h,) in self.con.execute(

@@ -446,6 +446,12 @@ def distinct_rows(what: str, table: str, rows: np.ndarray) -> None:
                            "ALL), or declare a unique key")
 
 
+def on_record(con: duckdb.DuckDBPyConnection, table: str, release: str) -> bool:
+    """Is ``release`` of ``table`` (its ledger root) on record?"""
+    return bool(con.execute("SELECT count(*) FROM crowddb_ledger WHERE table_name = ? AND release = ?",
+                            [links.root(con, table), release]).fetchall()[0][0])
+
+
 def has_releases(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> bool:
     """Whether any of ``tables`` has a k-anonymous release on record."""
     return bool(con.execute("SELECT count(*) FROM crowddb_ledger WHERE table_name IN (SELECT unnest(?))",

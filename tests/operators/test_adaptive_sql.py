@@ -226,22 +226,29 @@ def test_a_failure_between_rounds_never_pays_twice():
         assert len(state.need_more) == 0 and len(result) == N
 
 
-def test_a_rerun_after_a_failed_round_over_quasi_identifiers_is_refused_and_pays_nothing():
+def test_a_rerun_after_a_failed_round_over_quasi_identifiers_continues_the_first_runs_release():
     """With quasi-identifiers, an accuracy target's later rounds are part of its run's one release. A rerun after a
-    round failed is a new run: its next round would be a new release showing a subset of the first run's rows, which
-    the guard refuses (as it refuses a knock-out round resumed by a new run, tests/operators/test_money_once.py);
-    nothing is posted or paid by the refused rerun, and what the failed run posted is collected."""
+    round failed is a new run whose first round is all on record (it shows nothing): its later rounds continue the
+    first run's release, in its boxes (Purchase._release), instead of a new release showing a subset of that run's
+    rows, which the guard would refuse. Nothing is posted or paid twice, and the ledger holds the first run alone."""
     platform = FailingCrowd(n_workers=30, quality=(8.0, 2.0), seed=7)
     with crowddb.connect(platform=platform, seed=3, progress=False) as db:
         db.load_frame("people", people_frame(N), quasi_identifiers=["age", "zip"], sensitive=["salary"],
                       ground_truth="job", key="id")
-        query = f"SELECT id, getposition(*, k := 10, accuracy := {TARGET}, max_assignments := {CAP}) FROM people"
+        query = f"SELECT id, getposition(*, k := 10, accuracy := {TARGET}, max_assignments := {CAP}) AS g FROM people"
         with pytest.raises(crowddb.errors.PlatformError, match="went away"):
             db.sql(query)
-        posted = len(platform.published)
-        with pytest.raises(crowddb.errors.PrivacyError, match="break the k-anonymity of run:1"):
-            db.sql(query)
-        assert len(platform.published) == posted  # the rerun posted nothing
-        assert count(db, "SELECT count(*) FROM crowddb_hits WHERE status <> 'completed'") == 0  # round 3 collected
+        boxes = db.sql("SELECT row_ref, box FROM crowddb_published ORDER BY row_ref").fetchall()
+        result = db.sql(query).df()
+        assert len(result) == N and db.last_report[-1]["rounds"] > 1 and db.last_report[-1]["bought"] > 0
+        calls = [set(frame["hit_id"]) for frame in platform.published]  # the HITs of each publish() call
+        assert sum(map(len, calls)) == len(set().union(*calls)) == count(db, "SELECT count(*) FROM crowddb_hits")
+        assert count(db, "SELECT count(*) FROM crowddb_hits WHERE status <> 'completed'") == 0
         assert count(db, "SELECT count(*) - count(DISTINCT assignment_id) FROM crowddb_payments") == 0
-        assert db.sql("SELECT release, count(*) FROM crowddb_published GROUP BY ALL").fetchall() == [("run:1", N)]
+        assert count(db, "SELECT count(DISTINCT run_id) FROM crowddb_hits") == 2  # the rerun bought rounds of its own
+        # the ledger: one release, the first run's, with the same rows in the same boxes
+        assert db.sql("SELECT DISTINCT release FROM crowddb_published").fetchall() == [("run:1",)]
+        assert db.sql("SELECT row_ref, box FROM crowddb_published ORDER BY row_ref").fetchall() == boxes
+        state = stopping_rule(on_record(db), target=TARGET, max_assignments=CAP,
+                              classes=sorted(people_frame(N)["job"].unique()))
+        assert len(state.need_more) == 0
