@@ -324,16 +324,21 @@ class Purchase:
                  round_no: int) -> str:
         """The release a round's rows are recorded in: this run's ('run:<id>'); for a later round of a run that
         showed nothing itself (a rerun after a run died between rounds: its first round was all on record), the
-        release of the earliest run that asked every one of these items, if that release is on record. The round
-        continues that run as it would have gone on, in its boxes: recorded as a new release it would show a subset
-        of that run's rows, which the guard refuses (a worker would tell them from the rest of their classes)."""
+        release of the earliest run that asked every one of these items and showed exactly this call's rows: the
+        same call, resumed. The round continues that run as it would have gone on, in its boxes; recorded as a new
+        release it would show a subset of that run's rows, which the guard refuses (a worker would tell them from
+        the rest of their classes). A call over other rows (a subset chosen by a WHERE) is never such a resumption:
+        its rows are judged as a release of their own."""
         own = f"run:{self.run_id}"
+        rows_of = self.call.rows_of
         tables = [table for table, rows in ledger if rows is not None]
-        if round_no < 2 or not tables or any(composition.on_record(self.store.con, t, own) for t in tables):
+        if (round_no < 2 or len(tables) != 1 or rows_of is None or rows_of.column is None
+                or composition.on_record(self.store.con, tables[0], own)):
             return own
+        everyone = rows_of.identities(self.call.frame)  # every row of the call, shown in its first round
         for run in self.store.runs_asking(asked[["item_key", "occurrence"]], self.op.name):
             earlier = f"run:{run}"
-            if run != self.run_id and all(composition.on_record(self.store.con, t, earlier) for t in tables):
+            if run != self.run_id and composition.shows_exactly(self.store.con, tables[0], earlier, everyone):
                 return earlier
         return own
 

@@ -452,6 +452,17 @@ def on_record(con: duckdb.DuckDBPyConnection, table: str, release: str) -> bool:
                             [links.root(con, table), release]).fetchall()[0][0])
 
 
+def shows_exactly(con: duckdb.DuckDBPyConnection, table: str, release: str, rows: np.ndarray) -> bool:
+    """Did ``release`` of ``table`` show exactly the rows ``rows`` (identities): every one of them, and no other?"""
+    rows = pd.unique(np.asarray(rows, dtype=np.int64))
+    with registered(con, __crowd_want=pa.table({"row_ref": rows})):
+        shown, wanted = con.execute(
+            "SELECT count(*), count(w.row_ref) FROM crowddb_ledger_rows r JOIN crowddb_ledger l USING (release_no) "
+            "LEFT JOIN __crowd_want w USING (row_ref) WHERE l.table_name = ? AND l.release = ?",
+            [links.root(con, table), release]).fetchall()[0]
+    return shown == wanted == len(rows)
+
+
 def has_releases(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> bool:
     """Whether any of ``tables`` has a k-anonymous release on record."""
     return bool(con.execute("SELECT count(*) FROM crowddb_ledger WHERE table_name IN (SELECT unnest(?))",

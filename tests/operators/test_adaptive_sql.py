@@ -252,3 +252,18 @@ def test_a_rerun_after_a_failed_round_over_quasi_identifiers_continues_the_first
         state = stopping_rule(on_record(db), target=TARGET, max_assignments=CAP,
                               classes=sorted(people_frame(N)["job"].unique()))
         assert len(state.need_more) == 0
+
+
+def test_a_narrower_call_over_rows_shown_is_not_a_resumption():
+    """Only the same call resumed continues an earlier run's release: a later accuracy target over a subset of the
+    rows (a WHERE on a quasi-identifier) would show, in its later rounds, the uncertain ones among that subset; as a
+    release of its own it is refused by the guard, before anything is bought, and the ledger is unchanged."""
+    with crowddb.connect(platform=crowd(), seed=3, progress=False) as db:
+        db.load_frame("people", people_frame(N), quasi_identifiers=["age", "zip"], sensitive=["salary"],
+                      ground_truth="job", key="id")
+        db.sql(f"SELECT id, getposition(*, k := 10, accuracy := {TARGET}) AS g FROM people").df()
+        before = money(db), db.sql("SELECT release, row_ref, box FROM crowddb_published ORDER BY ALL").fetchall()
+        with pytest.raises(crowddb.errors.PrivacyError, match="break the k-anonymity of run:1"):
+            db.sql("SELECT id, getposition(*, k := 10, accuracy := 0.99) AS g FROM people WHERE age < 40").df()
+        assert (money(db), db.sql("SELECT release, row_ref, box FROM crowddb_published ORDER BY ALL").fetchall()
+                ) == before
