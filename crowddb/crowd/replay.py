@@ -38,6 +38,9 @@ class ReplayCrowd(Platform):
     task keeps the last) as a crowd; ``truth``: task -> right answer where known (scores the workers)."""
 
     name = "replay"
+    #: a worker's recorded answer to a task is served once per session, so no worker answers an item twice: what an
+    #: accuracy target's ``HitBatch.exclude`` asks for holds without reading it
+    excludes_workers = True
 
     def __init__(self, answers: pd.DataFrame, truth: pd.Series | Mapping[Any, Any] | None = None, *,
                  seed: int | np.random.Generator | None = None, task: str = "task", worker: str = "worker",

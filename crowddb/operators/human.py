@@ -21,7 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..crowd import KnowledgeBase
-from ..errors import ArgumentError, EmptyInputError, PlatformError, PrivacyError
+from ..errors import ArgumentError, EmptyInputError, PrivacyError
 from ..privacy import serve
 from ..store import composition
 from ..truth import adaptive
@@ -266,23 +266,28 @@ class HumanOperatorRun:
         op, purchase = self.op, self.purchase
         every, names = self._objects(items)
         no_cache = pd.DataFrame({"item_key": [], "occurrence": [], "worker_id": [], "answer": []})
-        round_items, exclude, round_no, bought, held = items, None, 1, 0, -1
+        round_items, exclude, round_no, bought = items, None, 1, 0
+        counts = pd.Series(0, index=every["item_id"].to_numpy())  # answers on record per item, before the round
+        unanswered: set = set()  # items a round asked and the platform gave no answer (none left: not asked again)
         while True:
             if len(hits):
                 purchase.buy(round_items, no_cache, hits, layout, self.shown, known, bar, round_no, exclude=exclude)
                 bought += len(layout)
             on_record = purchase.on_record(items)
+            now = on_record.groupby("item_id").size().reindex(counts.index, fill_value=0)
+            if round_no > 1:  # an item asked again without a new answer: the platform has none for it (a replayed
+                asked = round_items["item_id"].unique()  # set runs out, nobody left who has not answered it)
+                unanswered |= set(asked[(now.loc[asked] <= counts.loc[asked]).to_numpy()])
+            counts = now
             # every round refits the workers on every answer, so an item that stopped may need more again (its
             # workers turned out worse): the run ends when the rule, over all answers, stops every item, which is
-            # also what a rerun over the same answers decides (nothing bought)
+            # also what a rerun over the same answers decides (nothing bought); each round gives every open item
+            # an answer (at most max_assignments in all) or takes it out: the loop ends
             state = self._stop_state(on_record, names)
             more = every["item_id"].to_numpy()[names.isin(state.need_more).to_numpy()]
+            more = more[~np.isin(more, list(unanswered))]
             if not len(more):
                 break
-            if len(on_record) <= held:  # each round adds an answer to every open item: else the loop would not end
-                raise PlatformError(f"{op.name}: round {round_no} bought no answer for {len(more)} items that need "
-                                    "one; the platform returned nothing")
-            held = len(on_record)
             round_no += 1
             round_items = items[items["item_id"].isin(more)]
             hits, layout = purchase.more(round_items, round_no)
@@ -290,18 +295,22 @@ class HumanOperatorRun:
         truth = state.truth.reindex(names.to_numpy())
         confidence = state.confidence.reindex(names.to_numpy())
         summary = state.summary()
+        # items still below the target that the platform had no more answers for stop uncertain too
+        short = int(names.loc[list(unanswered)].isin(state.need_more).sum()) if unanswered else 0
+        summary["uncertain"] += short
         report = {
             "operator": op.name, "kind": "accuracy target", "accuracy": float(op.accuracy),
             "max_assignments": int(op.max_assignments), "items": len(every), "rounds": round_no,
             "answers": summary["answers"], "bought": bought, "done": summary["done"],
-            "uncertain": summary["uncertain"], "model": state.model.kind,
+            "uncertain": summary["uncertain"], "unanswered": short, "model": state.model.kind,
             "mean_confidence": round(float(confidence.mean()), 6), "min_confidence": round(float(confidence.min()), 6)}
         self.ctx.reports.append(report)
         if self.plan is not None:
             self.plan.rounds = round_no
             self.plan.note = "; ".join(filter(None, [self.plan.note, (
                 f"bought {bought} answers in {round_no} rounds; {summary['uncertain']} item(s) stopped uncertain at "
-                f"max_assignments := {op.max_assignments}")]))
+                f"max_assignments := {op.max_assignments}"
+                + (f" ({short} of them because the platform had no more answers for them)" if short else ""))]))
         answers = pd.DataFrame({"item_id": every["item_id"].to_numpy(), "answer": truth.to_numpy(),
                                 CONFIDENCE: confidence.to_numpy(dtype=float)})
         return items[[ROW_ID, "item_id"]].merge(answers, on="item_id")[[ROW_ID, "answer", CONFIDENCE]]

@@ -3,6 +3,8 @@ task, seeded, as a Platform for posted HITs, and refusals naming the fix."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -136,3 +138,32 @@ def test_refusals_name_the_fix():
     ReplayCrowd(rec, task_column="url").publish(b)
     with pytest.raises(ArgumentError, match="not in the recorded"):
         ReplayCrowd(rec).publish(batch(["t0", "t1", "zzz"]))
+
+
+def test_an_accuracy_target_through_sql_buys_only_recorded_answers():
+    """The replayed crowd behind SQL (issue 28: how a user tries a policy on their own past data): an accuracy target
+    over the recorded tasks buys in rounds, every answer on record is one of the recorded (task, worker, answer)
+    triples, no worker answers a task twice, and no task gets more than max_assignments answers."""
+    import crowddb
+
+    rec = record(n_tasks=60, n_workers=12, seed=3)
+    with crowddb.connect(platform=ReplayCrowd(rec, seed=0, task_column="task"), seed=1, progress=False) as db:
+        db.load_frame("tasks", pd.DataFrame({"task": sorted(rec["task"].unique())}))
+        result = db.sql("SELECT task, getposition(task, domain := ['a', 'b', 'c'], accuracy := 0.9, "
+                        "max_assignments := 4) AS label FROM tasks ORDER BY task").df()
+        got = db.sql("SELECT i.content, a.worker_id, a.answer FROM crowddb_answers a JOIN crowddb_hit_items i "
+                     "USING (item_key, occurrence) GROUP BY ALL").df()
+        answered = db.sql("SELECT item_key, occurrence, worker_id, answer FROM crowddb_answers").df()
+        report = db.last_report[-1]
+    assert len(result) == 60 and report["rounds"] > 1
+    tasks = got["content"].map(lambda c: json.loads(c)["task"])  # the item as published: {"task": ...}
+    assert set(zip(tasks, got["worker_id"], got["answer"])) <= set(keys(rec))
+    assert not answered.duplicated(["item_key", "occurrence", "worker_id"]).any()
+    assert answered.groupby(["item_key", "occurrence"]).size().max() <= 4
+    assert report["answers"] == len(answered)
+    # tasks whose recorded answers ran out below the target stop uncertain: the run ends, it does not fail
+    per_task = answered.groupby(["item_key", "occurrence"]).size()
+    recorded_per_task = rec.groupby("task").size()
+    assert report["unanswered"] > 0 and report["uncertain"] >= report["unanswered"]
+    assert (per_task.to_numpy() <= 4).all() and len(per_task) == 60
+    assert int((recorded_per_task < 4).sum()) >= report["unanswered"]  # only a task with fewer than 4 can run out
