@@ -32,7 +32,10 @@ TESTS = Path(__file__).resolve().parents[1]
 GROUPS = ("SELECT hobby, getcandidate(age, zip, edu, 'teacher', tuples_per_hit := 8) AS pick "
           "FROM people GROUP BY hobby ORDER BY hobby")  # 3 groups of ~40 rows: 5 HITs each, then a knock-out round
 FKA = "SELECT id, getposition(age, zip, edu, anonymizer := 'fka', k := 5) AS p FROM people ORDER BY id"
-QUERIES = {"groups": GROUPS, "fka": FKA}
+# an accuracy target (issue 28): rounds of one assignment per open item until each reaches the target
+ADAPTIVE = ("SELECT id, getposition(age, zip, edu, k := 5, accuracy := 0.9, max_assignments := 4) AS p "
+            "FROM people ORDER BY id")
+QUERIES = {"groups": GROUPS, "fka": FKA, "adaptive": ADAPTIVE}
 
 
 def load(db) -> None:
@@ -132,7 +135,7 @@ POINTS = {
 RESUMED_ROUNDS_REFUSED = ("before publish", "before the answers' commit")
 
 
-@pytest.mark.parametrize("kind", ["groups", "fka"])
+@pytest.mark.parametrize("kind", ["groups", "fka", "adaptive"])
 @pytest.mark.parametrize("point", list(POINTS))
 def test_a_run_killed_at_any_point_is_resumed_buying_nothing_twice(tmp_path, shared_tmp, kind, point):
     expected, clean = uninterrupted(kind, shared_tmp)
