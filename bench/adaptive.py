@@ -2,7 +2,7 @@
 adaptive stopping rule with and without quality-aware assignment, on real answer sets by replay and on simulated
 crowds.
 
-    python bench/adaptive.py [--seeds 3] [--quick] [--answers a.csv --truth t.csv [--only-given]]
+    python bench/adaptive.py [--seeds 3] [--quick] [--answers a.csv --truth t.csv [--only-given]] [--plot DIR]
 
 Data: ../shared/data/crowd/d_product (binary, 3 answers per task: "fixed 5" is all 3 there) and adultcontent2
 (4 classes, ~8 answers per task, accuracy on its 333 gold tasks; the gold is not shown to the model), both replayed
@@ -207,6 +207,8 @@ def main() -> None:
     ap.add_argument("--truth", type=Path, action="append", default=[],
                     help="its ground truth: a CSV of task, truth (a header row), for some or all tasks")
     ap.add_argument("--only-given", action="store_true", help="replay only the --answers sets")
+    ap.add_argument("--plot", default=None, help="directory for PNGs of accuracy against answers bought, one per "
+                                                 "data set (needs the plot extra: matplotlib)")
     args = ap.parse_args()
     if len(args.answers) != len(args.truth):
         ap.error("give one --truth for each --answers")
@@ -232,6 +234,8 @@ def main() -> None:
     pd.set_option("display.width", 200)
     print(f"accuracy vs answers bought, mean over seeds {seeds} (share_of_fixed5: answers / fixed-5 DS's answers)")
     print(out.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.plot:
+        plot(out, args.plot)
     print()
     print("goal: fixed-5 DS's accuracy with <= 60% of its answers (target 0.95, max 9)")
     for ds, grp in out.groupby("dataset", sort=False):
@@ -258,6 +262,40 @@ def main() -> None:
             print(f"  {name:28s} {basis:9s} predicted {p.expected:8,.0f} [{p.low:,.0f}, {p.high:,.0f}] "
                   f"acc {p.accuracy:.3f}; bought {r['bought']:,} ({'inside' if inside else 'outside'}), "
                   f"measured acc {r['accuracy']:.3f}")
+
+
+def plot(out: pd.DataFrame, folder: str) -> None:
+    """One PNG per data set: each policy's accuracy against the answers it bought per item (mean over the seeds);
+    the adaptive policies' targets joined by a line, fixed assignments as single points."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no PNGs (pip install -e '.[plot]')")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for name, grp in out.groupby("dataset", sort=False):
+        fig, ax = plt.subplots(figsize=(5, 3.4))
+        for family in ("adaptive t=", "adaptive+QA t="):
+            line = grp[grp["policy"].str.startswith(family)].sort_values("per_item")
+            if len(line):
+                ax.plot(line["per_item"], line["accuracy"], marker="o", label=family.rstrip(" t="))
+        fixed = grp[grp["policy"].str.startswith("fixed")]
+        ax.scatter(fixed["per_item"], fixed["accuracy"], marker="s", color="black", zorder=3)
+        for _, row in fixed.iterrows():  # a handful of labels
+            ax.annotate(row["policy"], (row["per_item"], row["accuracy"]), fontsize=7, xytext=(3, -9),
+                        textcoords="offset points")
+        ax.set_xlabel("answers bought per item")
+        ax.set_ylabel("accuracy")
+        ax.set_title(name, fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        safe = "".join(c if c.isalnum() else "_" for c in name).strip("_")
+        fig.savefig(Path(folder) / f"adaptive_{safe}.png", dpi=120)
+        plt.close(fig)
+    print(f"PNGs written to {folder}")
 
 
 if __name__ == "__main__":
