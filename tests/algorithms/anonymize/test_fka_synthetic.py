@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from test_pins_mondrian_fka import ref_histogram
 
 from crowddb.anonymize import anonymize
 from crowddb.anonymize.fka import feedback_histogram
@@ -128,38 +129,12 @@ def test_counts_slice_a_sliver_purity_cuts_the_boundary() -> None:
     assert feedback_histogram(x, t, m, 2, cell_limit=2, min_samples=6, criterion="purity")[0].tolist() == [29]
 
 
-def ref_purity_histogram(samples, truth, m, n_ans, cell_limit, min_s):
-    """Algorithm 1 with slabs and the purity score, by plain loops and exact fractions."""
-    d = samples.shape[1]
-    cuts = [[] for _ in range(d)]
-    i = stalled = 0
-    rows = [tuple(int(v) for v in r) for r in samples]
-    while stalled < d:
-        j = i % d
-        i += 1
-        shape = [len(c) + 1 for c in cuts]
-        n_cells = int(np.prod(shape)) // shape[j] * (shape[j] + 1)
-        best, best_score = None, None
-        if n_cells <= cell_limit:
-            for c in sorted({r[j] for r in rows} - set(cuts[j]) - {int(m[j]) - 1}):
-                new = sorted(cuts[j] + [c])
-                slab = [sum(x > q for q in new) for x in (r[j] for r in rows)]
-                at = new.index(c)
-                if slab.count(at) < min_s or slab.count(at + 1) < min_s:
-                    continue
-                cells: dict[tuple, list[int]] = {}
-                for r, a in zip(rows, truth.tolist()):
-                    key = tuple(sum(r[q] > e for e in (new if q == j else cuts[q])) for q in range(d))
-                    cells.setdefault(key, [0] * n_ans)[a] += 1
-                score = sum(Fraction(sum(v * v for v in vs), sum(vs)) for vs in cells.values())
-                if best_score is None or score > best_score:
-                    best, best_score = c, score
-        if best is None:
-            stalled += 1
-            continue
-        stalled = 0
-        cuts[j] = sorted(cuts[j] + [best])
-    return cuts
+def ref_purity(cells: list[tuple], truth, shape, n_ans) -> Fraction:
+    """The purity score by plain loops and exact fractions: over the cells holding samples, Σ v² / n."""
+    per_cell: dict[tuple, list[int]] = {}
+    for cell, a in zip(cells, truth.tolist()):
+        per_cell.setdefault(cell, [0] * n_ans)[a] += 1
+    return sum((Fraction(sum(v * v for v in vs), sum(vs)) for vs in per_cell.values()), Fraction(0))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -169,7 +144,8 @@ def test_purity_histogram_matches_loops(seed) -> None:
     x = np.stack([rng.integers(0, 12, 150), rng.integers(0, 7, 150)], axis=1)
     truth = ((x[:, 0] >= 5).astype(np.int64) + (x[:, 1] >= 4) + (rng.random(150) < 0.2)) % 3
     got = feedback_histogram(x, truth, m, 3, cell_limit=16, min_samples=8, criterion="purity")
-    assert [c.tolist() for c in got] == ref_purity_histogram(x, truth, m, 3, 16, 8)
+    # Algorithm 1's loops (the pins' reference) with the purity score and slabs
+    assert [c.tolist() for c in got] == ref_histogram(x, truth, m, 3, 16, 8, "slabs", score=ref_purity)
 
 
 def test_fka_criterion_recorded_and_unknown_refused() -> None:

@@ -225,8 +225,9 @@ def ref_variance(cells: list[tuple], truth, shape, n_ans) -> Fraction:
     return total
 
 
-def ref_histogram(samples, truth, m, n_ans, cell_limit, min_s, allowable):
-    """Algorithm 1 with loops: round robin over dimensions, best-variance allowable cut, stop after d stalls."""
+def ref_histogram(samples, truth, m, n_ans, cell_limit, min_s, allowable, score=ref_variance):
+    """Algorithm 1 with loops: round robin over dimensions, best allowable cut by ``score`` (cells, truth, shape,
+    n_ans -> an exact Fraction; the paper's variance unless given), stop after d stalls."""
     n, d = samples.shape
     cuts = [[] for _ in range(d)]
     i = stalled = 0
@@ -250,7 +251,7 @@ def ref_histogram(samples, truth, m, n_ans, cell_limit, min_s, allowable):
                     ok = all(sum(1 for cc in cells if cc[j] == s) >= min_s for s in (ks, ks + 1))
                 if not ok:
                     continue
-                var = ref_variance(cells, truth, shape, n_ans)
+                var = score(cells, truth, shape, n_ans)
                 if best_var is None or var > best_var:  # exact Fractions: a tie keeps the first (lowest) cut
                     best, best_var = c, var
         if best is None:
