@@ -25,6 +25,7 @@ box, the size of every resulting history class and each row's promised k.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from typing import NamedTuple
 
 import duckdb
@@ -138,9 +139,9 @@ class Past(NamedTuple):
 
 
 def _past(con: duckdb.DuckDBPyConnection, table: str, release: str, now: str) -> Past:
-    """The table's earlier releases and this release's number if it is on record already (``Past``). Refuses when the table's rows are told apart (``now``: ``identity``)
-    otherwise than when its first release was recorded (a key declared, dropped or changed since): its rows'
-    histories would not meet."""
+    """The table's earlier releases and this release's number if it is on record already (``Past``). Refuses when
+    the table's rows are told apart (``now``: ``identity``) otherwise than when its first release was recorded (a key
+    declared, dropped or changed since): its rows' histories would not meet."""
     stored = con.execute("SELECT identity FROM crowddb_ledger_tables WHERE table_name = ?", [table]).fetchall()
     if stored and stored[0][0] != now:
         raise PrivacyError(f"{display(table)!r}'s rows were told apart by {stored[0][0]} in its releases on record and by "
@@ -289,7 +290,7 @@ def _numbered(con: duckdb.DuckDBPyConnection, number: int, rows: Planned, contin
     ids = dict(stored)
     texts = rows.boxes.column("box").to_pylist()  # (a round's boxes: one per class, not per row)
     fresh = [t for t in dict.fromkeys(texts) if t not in ids]
-    ids.update(zip(fresh, range(max(ids.values(), default=-1) + 1, max(ids.values(), default=-1) + 1 + len(fresh))))
+    ids.update(zip(fresh, itertools.count(max(ids.values(), default=-1) + 1)))
     if fresh:
         with registered(con, __crowd_fresh=pa.table({"box_id": np.array([ids[t] for t in fresh], dtype=np.int64),
                                                      "box": pa.array(fresh, pa.string())})):
@@ -320,7 +321,7 @@ def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi
     with registered(con, __crowd_want=want):
         seen, fits = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE l.quasi_identifiers = ? AND l.k >= ?) "
-            "FROM crowddb_row_history h JOIN crowddb_ledger l ON l.release_no = h.last_release_no "
+            "FROM crowddb_row_history h LEFT JOIN crowddb_ledger l ON l.release_no = h.last_release_no "
             "WHERE h.table_name = ? AND h.row_ref IN (SELECT row_ref FROM __crowd_want)",
             [qis, int(k), table]).fetchall()[0]
         if not seen:

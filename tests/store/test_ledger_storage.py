@@ -116,3 +116,20 @@ def _after(db) -> dict:
             out[i] = str(e)
     out["repeats"] = db.sql("SELECT release, repeats FROM crowddb_ledger WHERE repeats IS NOT NULL").fetchall()
     return out | _read(db)
+
+
+def test_a_history_without_its_newest_release_still_counts_as_shown():
+    """A row whose history does not name its newest release (an old ledger's rows from before it kept one) is still a
+    row shown before: its box is read from the releases themselves, never taken for a row nobody saw."""
+    from crowddb.store import composition
+
+    with _session(":memory:") as db:
+        db.load_frame("people", people_frame(120), **ROLES)
+        db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
+        refs = np.array([r for (r,) in db.sql("SELECT row_ref FROM crowddb_row_history ORDER BY row_ref").fetchall()])
+        qis = ROLES["quasi_identifiers"]
+        before = composition.recorded(db.con, "people", refs, qis, 10)
+        db.con.execute("UPDATE crowddb_row_history SET last_release_no = NULL").fetchall()
+        after = composition.recorded(db.con, "people", refs, qis, 10)
+    assert before is not None and after is not None
+    assert after[0] == before[0] == "run:1" and list(after[1]) == list(before[1])
