@@ -454,21 +454,19 @@ class HumanOperatorRun:
             notes.append(f"{n} HIT{'s' if n > 1 else ''} ({sum(purchase.awaited.values())} assignments) posted by an "
                          "earlier run will be collected, not bought again")
         lower, upper = accuracy_range(call.frame, self.domain) if call.quasi_identifiers else (None, None)
+        common = {"operator": op.name, "kind": op.kind, "input_rows": len(call.frame),
+                  "items": items["item_id"].nunique(), "budget": purchase.budget(),
+                  "k": int(op.k) if call.quasi_identifiers else None,
+                  "anonymizer": op.anonymizer if call.quasi_identifiers else "none",
+                  "ncp": (metrics or {}).get("ncp"), "accuracy_lower": lower, "accuracy_upper": upper,
+                  "withheld": dict(call.withheld)}
         if op.adaptive:  # issue 28: the prediction of an accuracy target, not a fixed count
             figures = self._predicted(items, have, hits)
             notes.append(figures.pop("note"))
-            return OperatorPlan(
-                operator=op.name, kind=op.kind, input_rows=len(call.frame), items=items["item_id"].nunique(),
-                hits=len(hits), budget=purchase.budget(), k=int(op.k) if call.quasi_identifiers else None,
-                anonymizer=op.anonymizer if call.quasi_identifiers else "none", ncp=(metrics or {}).get("ncp"),
-                accuracy_lower=lower, accuracy_upper=upper, rounds=int(op.max_assignments), note="; ".join(notes),
-                withheld=dict(call.withheld), **figures)
+            return OperatorPlan(**common, hits=len(hits), rounds=int(op.max_assignments), note="; ".join(notes),
+                                **figures)
         return OperatorPlan(
-            operator=op.name, kind=op.kind, input_rows=len(call.frame), items=items["item_id"].nunique(),
-            cached_items=int((have >= op.assignments).sum()),
+            **common, cached_items=int((have >= op.assignments).sum()),
             hits=len(hits) + later + fka_hits + bought_hits, assignments=assignments + bought_assignments,
             estimated_cost=round((assignments + bought_assignments) * op.cost_per_assignment, 4),
-            budget=purchase.budget(), k=int(op.k) if call.quasi_identifiers else None,
-            anonymizer=op.anonymizer if call.quasi_identifiers else "none",
-            ncp=(metrics or {}).get("ncp"), accuracy_lower=lower, accuracy_upper=upper, rounds=1 + (later > 0),
-            note="; ".join(notes), withheld=dict(call.withheld))
+            rounds=1 + (later > 0), note="; ".join(notes))

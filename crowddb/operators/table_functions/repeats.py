@@ -12,9 +12,10 @@ still checks and records it as a repeat.
 "No release has changed the ledger" is read from the ledger's counters (``composition.version``): every release
 recorded bumps its table's count in crowddb_ledger_tables and adds a crowddb_ledger row, a forgotten run removes one,
 and the newest row's number tells a release recorded after a ROLLBACK from the one rolled back (same counts, a larger
-number from the ledger's sequence); the links of renamed and copied tables (``store.links``) are read whole (a handful of rows). A release is kept only
-when, right after it was recorded, the counters moved by exactly its own record and the ledger holds it as a repeat
-(a release that showed anything new changes the joint classes the next call would read).
+number from the ledger's sequence); the links of renamed and copied tables (``store.links``) are read whole (a
+handful of rows). A release is kept only when, right after it was recorded, the counters moved by exactly its own
+record and the ledger holds it as a repeat (a release that showed anything new changes the joint classes the next
+call would read).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ...store import TableRoles, composition
 
 _KEPT_PER_CONNECTION = 4  # releases kept per connection (one per table): each holds its rows' quasi-identifiers
 
+
 @dataclasses.dataclass
 class Remembered:
     """A release served from the persisted partition, as it was computed: what it was asked (``request``), over which
@@ -45,11 +47,6 @@ class Remembered:
 
 
 _kept: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, Remembered]] = weakref.WeakKeyDictionary()
-
-
-def ledger_state(con: duckdb.DuckDBPyConnection) -> tuple:
-    """The ledger's counters (``composition.version``)."""
-    return composition.version(con)
 
 
 def request(named: dict[str, Any], columns: list[str], types: list, roles: TableRoles) -> tuple:
