@@ -76,26 +76,50 @@ def validate(frame: pd.DataFrame, qis: list[str], k: int) -> None:
         raise ArgumentError(f"anonymize expects a pandas DataFrame, got {type(frame).__name__}")
     if isinstance(qis, str):
         qis = [qis]
+    check_names(qis, list(frame.columns), k)
+    check_size(k, len(frame))
+    for q in qis:
+        nulls = int(frame[q].isna().sum())
+        if nulls:
+            raise null_error(q, nulls)
+
+
+# the checks of a request, apart from how its rows are held (a pandas frame here, a Spark DataFrame in crowddb.spark)
+def check_names(qis: list[str], columns: list[str], k) -> None:
+    """Refuse no quasi-identifier, one listed twice, one not among ``columns``, or a k that is not an integer."""
     if not qis:
         raise ArgumentError("anonymize needs at least one quasi-identifier")
     if len(set(qis)) != len(qis):
         raise ArgumentError(f"quasi-identifiers listed twice: {qis}")
-    missing = [q for q in qis if q not in frame.columns]
+    missing = [q for q in qis if q not in columns]
     if missing:
-        raise UnknownColumnError(f"unknown quasi-identifier(s) {missing}; columns are {list(frame.columns)}")
+        raise UnknownColumnError(f"unknown quasi-identifier(s) {missing}; columns are {columns}")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise ArgumentError(f"k must be an integer, got {k!r}")
-    if len(frame) == 0:
+
+
+def check_size(k: int, n: int) -> None:
+    """Refuse an empty input and a k below 2 or above the ``n`` rows."""
+    if n == 0:
         raise EmptyInputError("anonymize got a table with no rows")
     if k < 2:
         raise ArgumentError(f"k must be at least 2, got k={k}")
-    if k > len(frame):
-        raise ArgumentError(f"k={k} is larger than the number of rows ({len(frame)}): no k-anonymous release exists")
-    for q in qis:
-        nulls = int(frame[q].isna().sum())
-        if nulls:
-            # Documented behaviour: NULLs in a quasi-identifier are rejected, never silently published or dropped.
-            raise ArgumentError(f"quasi-identifier {q!r} has {nulls} NULL value(s); fill or filter them first")
+    if k > n:
+        raise ArgumentError(f"k={k} is larger than the number of rows ({n}): no k-anonymous release exists")
+
+
+def null_error(name: str, nulls: int) -> ArgumentError:
+    # Documented behaviour: NULLs in a quasi-identifier are rejected, never silently published or dropped.
+    return ArgumentError(f"quasi-identifier {name!r} has {nulls} NULL value(s); fill or filter them first")
+
+
+def non_numeric_error(name: str, example, count: int) -> ArgumentError:
+    return ArgumentError(f"quasi-identifier {name!r} is declared numeric but holds non-numeric value {example!r} "
+                         f"({count} such rows)")
+
+
+def non_finite_error(name: str) -> ArgumentError:
+    return ArgumentError(f"quasi-identifier {name!r} holds non-finite values (inf)")
 
 
 def _numeric(s: pd.Series, name: str) -> np.ndarray:
@@ -103,11 +127,10 @@ def _numeric(s: pd.Series, name: str) -> np.ndarray:
     num = pd.to_numeric(s, errors="coerce")
     bad = num.isna() & s.notna()
     if bad.any():
-        raise ArgumentError(f"quasi-identifier {name!r} is declared numeric but holds non-numeric value "
-                            f"{s[bad].iloc[0]!r} ({int(bad.sum())} such rows)")
+        raise non_numeric_error(name, s[bad].iloc[0], int(bad.sum()))
     arr = num.to_numpy(dtype=float)
     if not np.isfinite(arr).all():
-        raise ArgumentError(f"quasi-identifier {name!r} holds non-finite values (inf)")
+        raise non_finite_error(name)
     return arr
 
 

@@ -20,8 +20,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from crowddb.anonymize.encoding import KINDS, QIEncoding
-from crowddb.errors import ArgumentError, EmptyInputError, UnknownColumnError
+from crowddb.anonymize.encoding import (
+    KINDS,
+    QIEncoding,
+    check_names,
+    check_size,
+    non_finite_error,
+    non_numeric_error,
+    null_error,
+)
+from crowddb.errors import ArgumentError, UnknownColumnError
 
 ORDER = "__crowddb_order"
 
@@ -32,20 +40,12 @@ def qi_list(quasi_identifiers) -> list[str]:
 
 
 def validate(df: DataFrame, qis: list[str], k, kinds: dict | None) -> tuple[int, dict[str, str]]:
-    """Raise the local anonymize's errors (encoding.validate) for a Spark DataFrame; return its row count and each
-    QI's kind. One Spark aggregation counts the rows and every QI's NULLs (and NaNs, which pandas calls NULL)."""
+    """Raise the local anonymize's errors (encoding.validate's checks, the same functions) for a Spark DataFrame;
+    return its row count and each QI's kind. One Spark aggregation counts the rows and every QI's NULLs (and NaNs, which pandas calls NULL)."""
     if not isinstance(df, DataFrame):
         raise ArgumentError(f"crowddb.spark.anonymize expects a Spark DataFrame, got {type(df).__name__}")
-    if not qis:
-        raise ArgumentError("anonymize needs at least one quasi-identifier")
-    if len(set(qis)) != len(qis):
-        raise ArgumentError(f"quasi-identifiers listed twice: {qis}")
     types = {f.name: f.dataType for f in df.schema.fields}
-    missing = [q for q in qis if q not in types]
-    if missing:
-        raise UnknownColumnError(f"unknown quasi-identifier(s) {missing}; columns are {list(types)}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise ArgumentError(f"k must be an integer, got {k!r}")
+    check_names(qis, list(types), k)
     kinds = dict(kinds or {})
     unknown = [c for c in kinds if c not in qis]
     if unknown:
@@ -66,24 +66,16 @@ def validate(df: DataFrame, qis: list[str], k, kinds: dict | None) -> tuple[int,
             aggs.append(F.sum(x.isin(float("inf"), float("-inf")).cast("long")).alias(f"inf{j}"))
     row = df.agg(*aggs).collect()[0]
     n = int(row["n"])
-    if n == 0:
-        raise EmptyInputError("anonymize got a table with no rows")
-    if k < 2:
-        raise ArgumentError(f"k must be at least 2, got k={k}")
-    if k > n:
-        raise ArgumentError(f"k={k} is larger than the number of rows ({n}): no k-anonymous release exists")
+    check_size(k, n)
     for j, q in enumerate(qis):
         if row[f"null{j}"]:
-            # as locally: NULLs in a quasi-identifier are rejected, never silently published or dropped
-            raise ArgumentError(f"quasi-identifier {q!r} has {row[f'null{j}']} NULL value(s); fill or filter them "
-                                "first")
+            raise null_error(q, row[f"null{j}"])
         if kind_of[q] == "numeric" and row[f"bad{j}"]:
             x = F.col(q).try_cast("double")
             example = df.where(x.isNull() & F.col(q).isNotNull()).select(q).first()[0]
-            raise ArgumentError(f"quasi-identifier {q!r} is declared numeric but holds non-numeric value "
-                                f"{example!r} ({row[f'bad{j}']} such rows)")
+            raise non_numeric_error(q, example, row[f"bad{j}"])
         if kind_of[q] == "numeric" and row[f"inf{j}"]:
-            raise ArgumentError(f"quasi-identifier {q!r} holds non-finite values (inf)")
+            raise non_finite_error(q)
     return n, kind_of
 
 
