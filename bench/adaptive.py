@@ -13,13 +13,15 @@ every worker to every item is drawn up front (seeded) and replayed the same way 
 Policies (all over the same replayed crowd, a new seeded session each):
 - fixed-5 MV / fixed-5 DS: 5 answers per task (all there are when fewer), majority vote / crowddb's Dawid-Skene;
 - fixed-3 DS: 3 answers per task (the answers adaptive buys, about), Dawid-Skene;
-- adaptive: one answer per uncertain item per round from a worker drawn at random, stopping rule of
+- adaptive: one answer per item the rule asks again per round, from a worker drawn at random, stopping rule of
   crowddb.truth.adaptive (model='auto': Dawid-Skene for 2 and 4 classes, one-coin for 14, both with Beta(8, 2)
-  pseudo-counts), max 9, at targets 0.8, 0.9, 0.95 (the issue's) and 0.99;
+  pseudo-counts, the one-coin's centred on the crowd), max 9, at targets 0.8, 0.9, 0.95 (the issue's) and 0.99; the
+  target is the result's expected accuracy (the default); "each item": every item's posterior (each_item=True);
 - adaptive+QA: the same rule; each round workers arrive in a seeded random order and each takes up to 5 of the
   uncertain items where its answer helps most (QASCA's accuracy benefit; on a replay, among the items it has a
   recorded answer to).
-The goal (issue 28): the accuracy of fixed-5 DS with at most 60% of its answers.
+The goals (issue 28): the accuracy of fixed-5 DS with at most 60% of its answers; with at most its answers, 2 points
+above it where it is below 0.95; accuracy 0.95 measuring between 0.94 and 0.97 on the simulated crowds.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def fixed(crowd: ReplayCrowd, n: int, seed: int) -> pd.DataFrame:
 
 
 def adaptive(crowd: ReplayCrowd, classes: list, seed: int, *, target: float, max_assignments: int,
-             quality_aware: bool, model: str = "auto") -> tuple[pd.DataFrame, object]:
+             quality_aware: bool, model: str = "auto", each_item: bool = False) -> tuple[pd.DataFrame, object]:
     """Rounds until no item needs more: returns the answers bought and the last StopState."""
     crowd.reset(seed)
     rng = np.random.default_rng(seed + 1000)
@@ -114,7 +116,7 @@ def adaptive(crowd: ReplayCrowd, classes: list, seed: int, *, target: float, max
             need = items
         else:
             state = stopping_rule(bought, target=target, max_assignments=max_assignments, classes=classes,
-                                  items=items, model=model)
+                                  items=items, model=model, each_item=each_item)
             need = state.need_more
         left = crowd.remaining().loc[need]
         need = left.index[left.to_numpy() > 0]  # a replayed task with no recorded answer left stops where it is
@@ -133,7 +135,7 @@ def adaptive(crowd: ReplayCrowd, classes: list, seed: int, *, target: float, max
             got = crowd.ask(need, 1)
         bought = pd.concat([bought, _frame(got)], ignore_index=True)
     state = stopping_rule(bought, target=target, max_assignments=max_assignments, classes=classes, items=items,
-                          model=model)
+                          model=model, each_item=each_item)
     return bought, state
 
 
@@ -159,14 +161,15 @@ def run_dataset(name: str, answers: pd.DataFrame, truth: pd.Series, seeds: list[
         three = fixed(crowd, 3, seed)
         add("fixed-3 DS", three, DawidSkene().fit(three["object"], three["worker"], three["label"]).truths_, 0.0)
         for target in targets:
-            for qa in (False, True):
-                t0 = time.perf_counter()
-                bought, state = adaptive(crowd, classes, seed, target=target, max_assignments=max_assignments,
-                                         quality_aware=qa)
-                label = f"adaptive{'+QA' if qa else ''} t={target:g}"
-                add(label, bought, state.truth, time.perf_counter() - t0,
-                    {"uncertain": int((state.status == "uncertain").sum())
-                     + int(((state.status == "more")).sum())})
+            for each_item in (False, True):
+                for qa in (False, True):
+                    t0 = time.perf_counter()
+                    bought, state = adaptive(crowd, classes, seed, target=target, max_assignments=max_assignments,
+                                             quality_aware=qa, each_item=each_item)
+                    label = f"{'each item' if each_item else 'adaptive'}{'+QA' if qa else ''} t={target:g}"
+                    add(label, bought, state.truth, time.perf_counter() - t0,
+                        {"uncertain": int((state.status == "uncertain").sum())
+                         + int(((state.status == "more")).sum()), "expected": state.expected_accuracy})
     return rows
 
 
@@ -190,7 +193,7 @@ def table(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     agg = df.groupby(["dataset", "policy"], sort=False).agg(
         answers=("answers", "mean"), per_item=("per_item", "mean"), accuracy=("accuracy", "mean"),
-        acc_sd=("accuracy", "std"), seconds=("seconds", "mean")).reset_index()
+        acc_sd=("accuracy", "std"), expected=("expected", "mean"), seconds=("seconds", "mean")).reset_index()
     base = agg[agg["policy"] == "fixed-5 DS"].set_index("dataset")
     agg["share_of_fixed5"] = agg["answers"] / base["answers"].reindex(agg["dataset"]).to_numpy()
     agg["vs_fixed5_ds"] = agg["accuracy"] - base["accuracy"].reindex(agg["dataset"]).to_numpy()
@@ -237,21 +240,32 @@ def main() -> None:
     if args.plot:
         plot(out, args.plot)
     print()
-    print("goal: fixed-5 DS's accuracy with <= 60% of its answers (target 0.95, max 9)")
+    print("goals (issue 28): fixed-5 DS's accuracy with <= 60% of its answers; with at most its answers, 2 points "
+          "above it where it is below 0.95; accuracy := 0.95 (the result's target) measuring 0.94-0.97")
     for ds, grp in out.groupby("dataset", sort=False):
-        acc5 = float(grp.loc[grp["policy"] == "fixed-5 DS", "accuracy"].iloc[0])
-        for pol in ("adaptive t=0.95", "adaptive+QA t=0.95"):
-            r = grp[grp["policy"] == pol].iloc[0]
-            met = r["accuracy"] >= acc5 - 1e-9 and r["share_of_fixed5"] <= 0.6
-            print(f"  {ds:28s} {pol:20s} accuracy {r['accuracy']:.3f} vs {acc5:.3f} with "
-                  f"{r['share_of_fixed5']:.0%} of the answers: {'met' if met else 'NOT met'}")
-        cheap = grp[grp["policy"].str.startswith("adaptive") & (grp["accuracy"] >= acc5 - 1e-9)]
+        five = grp[grp["policy"] == "fixed-5 DS"].iloc[0]
+        acc5 = float(five["accuracy"])
+        tuned = grp[grp["policy"].str.match(r"(adaptive|each item)")]
+        cheap = tuned[tuned["accuracy"] >= acc5 - 1e-9].sort_values("share_of_fixed5")
         if len(cheap):
-            r = cheap.sort_values("share_of_fixed5").iloc[0]
-            print(f"  {ds:28s} cheapest adaptive at fixed-5 DS's accuracy: {r['policy']} with "
-                  f"{r['share_of_fixed5']:.0%} of the answers (accuracy {r['accuracy']:.3f})")
+            r = cheap.iloc[0]
+            print(f"  {ds:30s} cheapest at fixed-5 DS's accuracy {acc5:.3f}: {r['policy']} with "
+                  f"{r['share_of_fixed5']:.0%} of its answers (accuracy {r['accuracy']:.3f}): "
+                  f"{'met' if r['share_of_fixed5'] <= 0.6 else 'NOT met'}")
         else:
-            print(f"  {ds:28s} no adaptive setting reached fixed-5 DS's accuracy")
+            print(f"  {ds:30s} no adaptive setting reached fixed-5 DS's accuracy {acc5:.3f}: NOT met")
+        within = tuned[tuned["answers"] <= five["answers"]].sort_values("accuracy", ascending=False)
+        if acc5 < 0.95 and len(within):
+            r = within.iloc[0]
+            gain = r["accuracy"] - acc5
+            print(f"  {ds:30s} best with at most its answers: {r['policy']} {r['accuracy']:.3f} "
+                  f"({gain:+.3f} against {acc5:.3f}): {'met' if gain >= 0.02 else 'NOT met'}")
+        if ds.startswith("sim "):
+            for pol in ("adaptive t=0.95", "adaptive+QA t=0.95"):
+                r = grp[grp["policy"] == pol].iloc[0]
+                inside = 0.94 <= r["accuracy"] <= 0.97
+                print(f"  {ds:30s} {pol}: accuracy {r['accuracy']:.3f} (model's expectation "
+                      f"{r['expected']:.3f}): {'in' if inside else 'NOT in'} 0.94-0.97")
     print()
     print("prediction (explain()) vs bought, adaptive target 0.95 max 9, seed 0")
     for name, answers, truth, q in sims:

@@ -51,14 +51,15 @@ OVERRIDES: dict[str, Param] = {
     "gold_table": Param(str, nullable=False),
     # issue 28: buy answers in rounds until each item's posterior reaches the target (CDAS's early termination)
     "accuracy": Param(NUMBER, nullable=False,
-                      check=lambda v: None if 0 < v < 1 else "accuracy is the target posterior of each item's "
-                      "answer, strictly between 0 and 1 (e.g. 0.95)"),
+                      check=lambda v: None if 0 < v < 1 else "accuracy is the result's target accuracy (each "
+                      "item's with each_item := true), strictly between 0 and 1 (e.g. 0.95)"),
     "max_assignments": Param(int, minimum=1, nullable=False, hint=" (the most assignments one item may get)"),
+    "each_item": Param(bool, nullable=False),
 }
 #: max_assignments of an accuracy target that does not name one (the issue's example)
 DEFAULT_MAX_ASSIGNMENTS = 9
 #: the overrides that turn a call into an accuracy-target (adaptive) call; ``assignments :=`` conflicts with them
-ADAPTIVE_OVERRIDES = ("accuracy", "max_assignments")
+ADAPTIVE_OVERRIDES = ("accuracy", "max_assignments", "each_item")
 #: the value of a definition's ``domain`` that means "the distinct values of the input's ground-truth column"
 GROUND_TRUTH_DOMAIN = "ground_truth"
 
@@ -152,10 +153,12 @@ class HumanOperator:
     gold: float = 0.0
     gold_drop: bool = False
     gold_table: str | None = None  # known answers (the input's key, answer) instead of the ground-truth column
-    # issue 28: an accuracy target (the leading posterior each item must reach) makes the call buy its answers in
-    # rounds, one assignment per item and round, up to max_assignments per item (None: fixed ``assignments``)
+    # issue 28: an accuracy target makes the call buy its answers in rounds, one assignment per item and round, up to
+    # max_assignments per item (None: fixed ``assignments``); the target is the result's expected accuracy (the mean
+    # posterior of its answers), or with each_item every item's posterior (None: false, with a target)
     accuracy: float | None = None
     max_assignments: int | None = None
+    each_item: bool | None = None
     source: str = "<python>"
 
     def __post_init__(self) -> None:
@@ -210,12 +213,18 @@ class HumanOperator:
     def _check_adaptive(self, where: str) -> None:
         """An accuracy target (issue 28): a probability, with a positive integer cap on the assignments per item."""
         if self.accuracy is None:
-            if self.max_assignments is not None:
-                raise ArgumentError(f"{where}: max_assignments caps an accuracy target's rounds; add accuracy := 0.95 "
-                                    "(with max_assignments), or ask a fixed number with assignments := N instead")
+            for field, what in (("max_assignments", "caps an accuracy target's rounds"),
+                                ("each_item", "says whether an accuracy target holds for each item")):
+                if getattr(self, field) is not None:
+                    raise ArgumentError(f"{where}: {field} {what}; add accuracy := 0.95 (with {field}), or ask a "
+                                        "fixed number with assignments := N instead")
             return
         if self.max_assignments is None:  # a target without a cap: the documented default
             object.__setattr__(self, "max_assignments", DEFAULT_MAX_ASSIGNMENTS)
+        if self.each_item is None:  # the result's accuracy, the documented default
+            object.__setattr__(self, "each_item", False)
+        if not isinstance(self.each_item, bool):
+            raise ArgumentError(f"{where}: each_item must be true or false, got {self.each_item!r}")
         if not _is_number(self.accuracy) or not 0 < float(self.accuracy) < 1:
             raise ArgumentError(f"{where}: accuracy must be a probability strictly between 0 and 1 (e.g. 0.95), "
                                 f"got {self.accuracy!r}")
@@ -291,7 +300,7 @@ class HumanOperator:
         if "domain" in changes:
             changes["domain"] = tuple(str(v) for v in changes["domain"])
         if "assignments" in changes:  # a fixed number asked in the call wins over a definition's accuracy target
-            changes.update(accuracy=None, max_assignments=None)
+            changes.update(accuracy=None, max_assignments=None, each_item=None)
         return dataclasses.replace(self, **changes)
 
     @classmethod

@@ -251,14 +251,15 @@ class HumanOperatorRun:
                                 "worker": on_record["worker_id"].to_numpy(),
                                 "label": on_record["answer"].astype(str).to_numpy()})
         return adaptive.stopping_rule(answers, target=float(op.accuracy), max_assignments=int(op.max_assignments),
-                                      classes=list(self.domain), items=names.to_numpy())
+                                      classes=list(self.domain), items=names.to_numpy(), each_item=bool(op.each_item))
 
     def _adaptive(self, items: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame, known: KnowledgeBase | None,
                   bar: Any) -> pd.DataFrame:
-        """Buy in rounds until every item's leading posterior reaches the target or it has max_assignments answers
-        (CDAS's online early termination): round 1 asks one answer of each item none is on record for (``hits``);
-        after each round the stopping rule, over every answer on record for these items, gives the items one more
-        assignment from workers who have not answered them (``HitBatch.exclude``). Every round goes through
+        """Buy in rounds until the result's expected accuracy (with ``each_item``: every item's leading posterior)
+        reaches the target, items stopping at max_assignments answers (CDAS's online early termination): round 1
+        asks one answer of each item none is on record for (``hits``); after each round the stopping rule, over
+        every answer on record for these items, gives the items it picks one more assignment from workers who have
+        not answered them (``HitBatch.exclude``). Every round goes through
         ``Purchase.buy``: on record before it is posted, in the same boxes (one release of this run, continued), its
         spending checked against the budget. A rerun is served from the record: the same answers, the same
         decisions, nothing bought. Returns ROW_ID, answer (the rule's leading label) and its posterior
@@ -301,8 +302,9 @@ class HumanOperatorRun:
         report = {
             "operator": op.name, "kind": "accuracy target", "accuracy": float(op.accuracy),
             "max_assignments": int(op.max_assignments), "items": len(every), "rounds": round_no,
-            "answers": summary["answers"], "bought": bought, "done": summary["done"],
-            "uncertain": summary["uncertain"], "unanswered": short, "model": state.model.kind,
+            "each_item": bool(op.each_item), "answers": summary["answers"], "bought": bought,
+            "done": summary["done"], "accepted": summary["accepted"], "uncertain": summary["uncertain"],
+            "unanswered": short, "model": state.model.kind,
             "mean_confidence": round(float(confidence.mean()), 6), "min_confidence": round(float(confidence.min()), 6)}
         self.ctx.reports.append(report)
         if self.plan is not None:
@@ -310,7 +312,9 @@ class HumanOperatorRun:
             self.plan.note = "; ".join(filter(None, [self.plan.note, (
                 f"bought {bought} answers in {round_no} rounds; {summary['uncertain']} item(s) stopped uncertain at "
                 f"max_assignments := {op.max_assignments}"
-                + (f" ({short} of them because the platform had no more answers for them)" if short else ""))]))
+                + (f" ({short} of them because the platform had no more answers for them)" if short else "")
+                + ("" if op.each_item else f"; {summary['accepted']} accepted below the target, the result's mean "
+                   f"confidence {confidence.mean():.3f} meeting it"))]))
         answers = pd.DataFrame({"item_id": every["item_id"].to_numpy(), "answer": truth.to_numpy(),
                                 CONFIDENCE: confidence.to_numpy(dtype=float)})
         return items[[ROW_ID, "item_id"]].merge(answers, on="item_id")[[ROW_ID, "answer", CONFIDENCE]]
@@ -330,7 +334,8 @@ class HumanOperatorRun:
             if len(state.model.workers):
                 qualities = state.model.accuracy.to_numpy()
         pred = adaptive.predict_assignments(open_items, len(self.domain), target=float(op.accuracy),
-                                            max_assignments=int(op.max_assignments), qualities=qualities)
+                                            max_assignments=int(op.max_assignments), qualities=qualities,
+                                            each_item=bool(op.each_item))
         cap, rounds = op.tuples_per_hit, int(op.max_assignments)
         expected, low, high = (max(x - held, 0.0) for x in (pred.expected, pred.low, pred.high))
         # answers become HIT assignments tuples_per_hit at a time; each later round may add one partial HIT (ours)

@@ -81,9 +81,12 @@ class QueryPlan:
                 lines.append(f"    withheld: {_withheld_text(p.withheld)}")
         for r in self.reports:
             if r.get("kind") == "accuracy target":  # a human call's run report (issue 28), not a release's
-                lines.append(f"{r['operator']}: accuracy := {r['accuracy']:g}, {r['bought']} answers bought in "
+                lines.append(f"{r['operator']}: accuracy := {r['accuracy']:g}"
+                             f"{' for each item' if r['each_item'] else ''}, {r['bought']} answers bought in "
                              f"{r['rounds']} rounds for {r['items']} items; {r['uncertain']} stopped uncertain at "
-                             f"max_assignments := {r['max_assignments']}; mean confidence {r['mean_confidence']:.3f}")
+                             f"max_assignments := {r['max_assignments']}"
+                             + ("" if r["each_item"] else f", {r['accepted']} accepted below the target")
+                             + f"; mean confidence {r['mean_confidence']:.3f}")
                 continue
             lines.append(f"{r.get('operator')}: epsilon={r.get('epsilon')}, delta={r.get('delta')}"
                          f" ({r.get('guarantee', '')})")

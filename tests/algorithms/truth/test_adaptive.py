@@ -16,6 +16,7 @@ from crowddb.truth.adaptive import (
     fit_workers,
     item_posteriors,
     predict_assignments,
+    result_rule,
     stopping_rule,
 )
 
@@ -43,16 +44,47 @@ def test_one_coin_posterior_is_bayes_rule_by_hand():
     assert np.allclose(post.sum(axis=1), 1.0)
 
 
-def test_stopping_rule_statuses_at_the_target():
-    state = stopping_rule(ANSWERS, target=0.85, max_assignments=3, model=ONE_COIN)
-    # 6/7 = .857 and .9 reach .85; item 2 (.771) has its 3 answers: uncertain; item 4 (.6) needs another
+@pytest.mark.parametrize("each_item", [True, False])
+def test_stopping_rule_statuses_at_the_target(each_item):
+    state = stopping_rule(ANSWERS, target=0.85, max_assignments=3, model=ONE_COIN, each_item=each_item)
+    # 6/7 = .857 and .9 reach .85; item 2 (.771) has its 3 answers: uncertain; item 4 (.6) needs another. The
+    # result's rule agrees: sum (p - .85) = .00714 - .07857 + .05 - .25 < 0, and still < 0 with item 4 at .85
     assert state.status.to_dict() == {1: "done", 2: "uncertain", 3: "done", 4: "more"}
     assert list(state.need_more) == [4] and list(state.uncertain) == [2] and list(state.done) == [1, 3]
     assert state.truth.to_dict() == {1: "x", 2: "y", 3: "y", 4: "y"}
     assert state.confidence[2] == pytest.approx(27 / 35, abs=1e-12)
-    assert state.summary() == {"done": 2, "more": 1, "uncertain": 1, "gold": 0, "answers": 7}
+    assert state.summary() == {"done": 2, "more": 1, "uncertain": 1, "gold": 0, "accepted": 0, "answers": 7}
+    assert state.expected_accuracy == pytest.approx((6 / 7 + 27 / 35 + 0.9 + 0.6) / 4, abs=1e-12)
     # min_assignments keeps a confident single answer asking
-    assert stopping_rule(ANSWERS, target=0.85, max_assignments=3, min_assignments=2, model=ONE_COIN).status[3] == "more"
+    assert stopping_rule(ANSWERS, target=0.85, max_assignments=3, min_assignments=2, model=ONE_COIN,
+                         each_item=each_item).status[3] == "more"
+
+
+def test_result_rule_buys_the_lowest_posteriors_until_the_mean_can_meet_the_target():
+    lead = np.array([0.99, 0.99, 0.99, 0.8, 0.6])
+    open_ = lead < 0.9
+    # sum (p - .9) = .27 - .1 - .3 = -.13; item 4 (.6) counted at .9 makes it +.17: it alone is asked again
+    assert result_rule(lead, open_, np.ones(5, bool), 0.9).tolist() == [False, False, False, False, True]
+    # the mean already meets .75: nobody is asked
+    assert not result_rule(lead, open_, np.ones(5, bool), 0.75).any()
+    # .99 items left out of the count (gold, say): -.1 - .3, and -.1 + 0 with both at the target: both are asked
+    assert result_rule(lead, open_, open_, 0.9).tolist() == [False, False, False, True, True]
+    # ties between equal posteriors: the item listed first
+    tied = np.array([0.7, 0.7, 0.99, 0.99, 0.99, 0.99])
+    # sum (p - .9) = -.4 + .36 = -.04; one .7 at .9 gives +.16: the first .7 only
+    assert result_rule(tied, tied < 0.9, np.ones(6, bool), 0.9).tolist() == [True, False, False, False, False, False]
+
+
+def test_the_result_rule_accepts_items_below_the_target():
+    # items 1 (6/7) and 3 (.9) reach .78, item 4 (.6) does not; the mean (6/7 + .9 + .6) / 3 = .7857 meets .78, so
+    # item 4 is accepted as it is; at .8 the mean (.7857) falls short and item 4 is asked; each_item=True asks it
+    answers = ANSWERS[ANSWERS["object"] != 2]
+    state = stopping_rule(answers, target=0.78, max_assignments=3, model=ONE_COIN)
+    assert state.status.to_dict() == {1: "done", 3: "done", 4: "accepted"}
+    assert state.summary()["accepted"] == 1 and len(state.need_more) == 0
+    assert state.expected_accuracy == pytest.approx((6 / 7 + 0.9 + 0.6) / 3, abs=1e-12)
+    assert stopping_rule(answers, target=0.8, max_assignments=3, model=ONE_COIN).status[4] == "more"
+    assert stopping_rule(answers, target=0.78, max_assignments=3, model=ONE_COIN, each_item=True).status[4] == "more"
 
 
 def test_full_confusion_with_class_prior_by_hand():
