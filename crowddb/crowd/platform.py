@@ -30,6 +30,9 @@ class HitBatch:
     # issue 28: hit_id, item_no, worker_id: workers who must not answer that item (they answered it in an earlier
     # round); honoured by a platform that ``excludes_workers``, else a worker may answer an item again
     exclude: pd.DataFrame | None = None
+    # issue 28: hit_id, worker_id: the worker a HIT was built for (quality-aware assignment: the uncertain items
+    # where that worker's answer helps most); honoured by a platform that ``offers_to_workers``
+    offer: pd.DataFrame | None = None
 
     @property
     def n_assignments(self) -> int:
@@ -65,6 +68,12 @@ class Platform(abc.ABC):
     #: capability: chooses, per item, a worker who is not in ``HitBatch.exclude`` for it (an accuracy target's later
     #: rounds ask only workers who have not answered the item); a platform without it gets the rounds as they are
     excludes_workers: bool = False
+    #: capability: lets crowddb choose who answers: a HIT named in ``HitBatch.offer`` goes to its worker first (the
+    #: simulated crowd: that worker answers it; the web page: that worker gets it when asking for work, and others
+    #: only when nothing else is open). crowddb then builds an accuracy target's later rounds per worker, from the
+    #: uncertain items where each worker's answer helps most (QASCA); a platform without it gets rounds of uncertain
+    #: items in HITs anyone may take
+    offers_to_workers: bool = False
 
     def bind(self, database_path: str | None) -> None:
         """Called once when a session opens ``database_path`` (None: an in-memory database), before anything is

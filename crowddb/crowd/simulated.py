@@ -24,6 +24,7 @@ class SimulatedCrowd(Platform):
     name = "simulated"
     needs_knowledge = True  # its workers answer from the input's hidden ground-truth column
     excludes_workers = True  # each item of a batch with ``exclude`` is answered by workers not excluded for it
+    offers_to_workers = True  # a HIT in ``offer`` is answered first by its worker (who always comes, here)
 
     def __init__(self, n_workers: int = 100, quality: tuple[float, float] = (8.0, 2.0),
                  seed: int | np.random.Generator | None = None,
@@ -130,12 +131,14 @@ class SimulatedCrowd(Platform):
         hit_pos = pd.Index(hit_ids).get_indexer(items["hit_id"])
         truth = knowledge.sample(items[knowledge.columns], width, rng)  # (rows, width)
         domain = hits["domain"].iloc[0]
-        exclude = batch.exclude
+        exclude, offer = batch.exclude, batch.offer
         if exclude is not None and len(exclude) and domain is not None:
             exclude = exclude[exclude["hit_id"].isin(hit_ids)]
-        if exclude is not None and len(exclude) and domain is not None:
+        if offer is not None and len(offer) and domain is not None:
+            offer = offer[offer["hit_id"].isin(hit_ids)]
+        if domain is not None and any(f is not None and len(f) for f in (exclude, offer)):
             return self._answer_excluding(items, hit_pos, hit_ids_arr, per_hit, truth, np.asarray(domain, dtype=object),
-                                          exclude, assignments, rng)
+                                          exclude, assignments, rng, offer)
         if domain is not None:
             picked = self._pick_answer(truth, np.asarray(domain, dtype=object), quality[hit_pos], rng)
             item_no = items["item_no"].to_numpy()
@@ -155,20 +158,30 @@ class SimulatedCrowd(Platform):
         return Collected(assignments, answers)
 
     def _answer_excluding(self, items: pd.DataFrame, hit_pos: np.ndarray, hit_ids: np.ndarray, per_hit: np.ndarray,
-                          truth: np.ndarray, domain: np.ndarray, exclude: pd.DataFrame, assignments: pd.DataFrame,
-                          rng: np.random.Generator) -> Collected:
+                          truth: np.ndarray, domain: np.ndarray, exclude: pd.DataFrame | None,
+                          assignments: pd.DataFrame, rng: np.random.Generator,
+                          offer: pd.DataFrame | None = None) -> Collected:
         """Choose-one-of-M items, each answered in every slot by a distinct worker not excluded for it (issue 28:
-        a later round asks only workers who have not answered the item). One slot of a HIT is then answered by
-        several workers, one per item (as ReplayCrowd serves recorded answers): the assignment names the worker of its
-        HIT's first item, each answer its own."""
+        a later round asks only workers who have not answered the item), the worker a HIT is offered to first. One
+        slot of a HIT is then answered by several workers, one per item (as ReplayCrowd serves recorded answers): the
+        assignment names the worker of its HIT's first item, each answer its own."""
         n_rows, n_workers = len(items), len(self._ids)
         width = truth.shape[1]
-        rows = pd.MultiIndex.from_arrays([items["hit_id"], items["item_no"]])
-        r = rows.get_indexer(pd.MultiIndex.from_arrays([exclude["hit_id"], exclude["item_no"]]))
-        w = pd.Index(self._ids).get_indexer(exclude["worker_id"])
-        keep = (r >= 0) & (w >= 0)
         score = rng.random((n_rows, n_workers))
-        score[r[keep], w[keep]] = np.inf  # an excluded worker sorts last
+        ids = pd.Index(self._ids)
+        if offer is not None and len(offer):  # the HIT's worker sorts first on each of its items
+            by_hit = pd.Series(ids.get_indexer(offer["worker_id"]), index=offer["hit_id"].to_numpy())
+            w = by_hit.reindex(items["hit_id"].to_numpy()).fillna(-1).to_numpy(np.int64)
+            r = np.flatnonzero(w >= 0)
+            score[r, w[r]] = -1.0
+        keep = np.zeros(0, bool)
+        r = w = np.zeros(0, np.int64)
+        if exclude is not None and len(exclude):
+            rows = pd.MultiIndex.from_arrays([items["hit_id"], items["item_no"]])
+            r = rows.get_indexer(pd.MultiIndex.from_arrays([exclude["hit_id"], exclude["item_no"]]))
+            w = ids.get_indexer(exclude["worker_id"])
+            keep = (r >= 0) & (w >= 0)
+            score[r[keep], w[keep]] = np.inf  # an excluded worker sorts last
         chosen = np.argsort(score, axis=1)[:, :width]  # (rows, width): distinct workers per item
         need = per_hit[hit_pos]
         eligible = n_workers - np.bincount(r[keep], minlength=n_rows)

@@ -267,12 +267,13 @@ class HumanOperatorRun:
         op, purchase = self.op, self.purchase
         every, names = self._objects(items)
         no_cache = pd.DataFrame({"item_key": [], "occurrence": [], "worker_id": [], "answer": []})
-        round_items, exclude, round_no, bought = items, None, 1, 0
+        round_items, exclude, offer, round_no, bought = items, None, None, 1, 0
         counts = pd.Series(0, index=every["item_id"].to_numpy())  # answers on record per item, before the round
         unanswered: set = set()  # items a round asked and the platform gave no answer (none left: not asked again)
         while True:
             if len(hits):
-                purchase.buy(round_items, no_cache, hits, layout, self.shown, known, bar, round_no, exclude=exclude)
+                purchase.buy(round_items, no_cache, hits, layout, self.shown, known, bar, round_no, exclude=exclude,
+                             offer=offer)
                 bought += len(layout)
             on_record = purchase.on_record(items)
             now = on_record.groupby("item_id").size().reindex(counts.index, fill_value=0)
@@ -291,7 +292,8 @@ class HumanOperatorRun:
                 break
             round_no += 1
             round_items = items[items["item_id"].isin(more)]
-            hits, layout = purchase.more(round_items, round_no)
+            chosen = self._quality_aware(state, names, more) if self.ctx.platform.offers_to_workers else None
+            hits, layout, offer = purchase.more(round_items, round_no, chosen)
             exclude = on_record.loc[on_record["item_id"].isin(more), ["item_id", "worker_id"]]
         truth = state.truth.reindex(names.to_numpy())
         confidence = state.confidence.reindex(names.to_numpy())
@@ -318,6 +320,25 @@ class HumanOperatorRun:
         answers = pd.DataFrame({"item_id": every["item_id"].to_numpy(), "answer": truth.to_numpy(),
                                 CONFIDENCE: confidence.to_numpy(dtype=float)})
         return items[[ROW_ID, "item_id"]].merge(answers, on="item_id")[[ROW_ID, "answer", CONFIDENCE]]
+
+    def _quality_aware(self, state: adaptive.StopState, names: pd.Series, more: np.ndarray) -> pd.DataFrame:
+        """Quality-aware assignment (QASCA; ``adaptive.assign_round``) on a platform that lets crowddb choose: the
+        platform's workers (not blocked), best estimated accuracy first (ours: the order a HIT built ahead of time
+        assumes they ask for work; ties: the platform's order), each take up to tuples_per_hit of the round's items
+        where its answer is expected to help most and has not answered. Returns item_id, worker_id of the items
+        given; the rest go in HITs anyone may take."""
+        crowd = self.ctx.platform.workers()
+        if "blocked" in crowd.columns:
+            crowd = crowd[~crowd["blocked"].fillna(False).astype(bool).to_numpy()]
+        workers = pd.Index(pd.unique(crowd["worker_id"].astype(str)))
+        a, b = state.model.prior
+        acc = state.model.accuracy.reindex(workers).fillna(a / (a + b)).to_numpy()
+        arrivals = workers.take(np.lexsort((np.arange(len(workers)), -acc)))
+        picked = adaptive.assign_round(state, arrivals, per_worker=int(self.op.tuples_per_hit))
+        item_of = pd.Series(names.index.to_numpy(), index=names.to_numpy())
+        item_id = item_of.reindex(picked["object"].to_numpy()).to_numpy()
+        keep = np.isin(item_id, more)
+        return pd.DataFrame({"item_id": item_id[keep], "worker_id": picked["worker"].to_numpy()[keep]})
 
     def _predicted(self, items: pd.DataFrame, have: pd.Series, hits: pd.DataFrame) -> dict[str, Any]:
         """explain()'s figures of an accuracy target: the answers the open items are expected to take and their

@@ -112,21 +112,28 @@ def group_items(group: np.ndarray, rows: np.ndarray, row_hash: np.ndarray, n_per
 
 
 def hit_layout(items: pd.DataFrame, have: pd.Series, assignments: int, cap: int, run_id: int, first_hit: int,
-               round_no: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+               round_no: int, group: pd.Series | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Pack items that still need answers into HITs of at most N tuples; one HIT layout per missing count.
 
-    ``have``: answers held per (item_key, occurrence); ``first_hit``: HITs this run numbered already. Returns
-    ``hits`` (hit_id, run_id, assignments, round) and ``layout`` (item_id, hit_id, item_no)."""
+    ``have``: answers held per (item_key, occurrence); ``first_hit``: HITs this run numbered already; ``group``:
+    item_id -> a group number (the worker a HIT is built for, quality-aware assignment): a HIT never mixes groups,
+    groups in ascending order, items without one (or -1) last. Returns ``hits`` (hit_id, run_id, assignments,
+    round) and ``layout`` (item_id, hit_id, item_no)."""
     per_item = items.groupby("item_id", sort=False).agg(rows=("row_no", "size"), item_key=("item_key", "first"),
                                                        occurrence=("occurrence", "first"))
     index = pd.MultiIndex.from_arrays([per_item["item_key"], per_item["occurrence"]])
     got = have.reindex(index).fillna(0).to_numpy(np.int64)
     per_item["need"] = assignments - got
     per_item = per_item[per_item["need"] > 0]
+    if group is not None:  # each group's items together, in the groups' order (stable: the items' order within)
+        code = group.reindex(per_item.index).fillna(-1).to_numpy(np.int64)
+        code = np.where(code < 0, np.iinfo(np.int64).max, code)
+        per_item = per_item.assign(group=code).iloc[np.argsort(code, kind="stable")]
     hits, layout = [], []
     n = first_hit  # HIT numbers continue across FKA's sample HITs and knock-out rounds
     for need, part in per_item.groupby("need", sort=True):
-        hit_no = pack(part["rows"].to_numpy(), cap) + n
+        hit_no = (pack(part["rows"].to_numpy(), cap) if group is None
+                  else pack_groups(part["rows"].to_numpy(), part["group"].to_numpy(), cap)) + n
         ids = np.char.add(f"R{run_id}-", np.char.zfill((hit_no + 1).astype(str), 5)).astype(object)
         item_no = pd.Series(hit_no).groupby(hit_no).cumcount().to_numpy() + 1
         layout.append(pd.DataFrame({"item_id": part.index.to_numpy(), "hit_id": ids, "item_no": item_no}))
@@ -150,6 +157,17 @@ def pack(rows: np.ndarray, cap: int) -> np.ndarray:
             hit, fill = hit + 1, 0
         out[i] = hit
         fill += r
+    return out
+
+
+def pack_groups(rows: np.ndarray, groups: np.ndarray, cap: int) -> np.ndarray:
+    """HIT number of each item as :func:`pack`, a new HIT at every change of group (``groups`` sorted)."""
+    out = np.empty(len(rows), dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    n = 0
+    for lo, hi in zip(starts, np.r_[starts[1:], len(rows)]):  # one step per group (the workers of a round)
+        out[lo:hi] = pack(rows[lo:hi], cap) + n
+        n = int(out[hi - 1]) + 1
     return out
 
 

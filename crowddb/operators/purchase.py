@@ -157,10 +157,20 @@ class Purchase:
         held = self.op.max_assignments if self.op.adaptive else self.op.assignments
         return got[got["rank"] < held].drop(columns="rank")
 
-    def more(self, items: pd.DataFrame, round_no: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """An accuracy target's later round (issue 28): one more assignment of each of ``items`` (hits, layout)."""
+    def more(self, items: pd.DataFrame, round_no: int, offer: pd.DataFrame | None = None
+             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+        """An accuracy target's later round (issue 28): one more assignment of each of ``items`` (hits, layout, and
+        the HITs' offers). ``offer``: item_id, worker_id, the worker each item is for (quality-aware assignment):
+        each worker's items make HITs of their own, offered to it (hit_id, worker_id)."""
         none = pd.Series([], dtype=np.int64, index=pd.MultiIndex.from_arrays([[], []]))
-        return hit_layout(items, none, 1, self.op.tuples_per_hit, self.run_id, self._hit_seq, round_no)
+        if offer is None or not len(offer):
+            return (*hit_layout(items, none, 1, self.op.tuples_per_hit, self.run_id, self._hit_seq, round_no), None)
+        workers = pd.Index(pd.unique(offer["worker_id"]))
+        group = pd.Series(workers.get_indexer(offer["worker_id"]), index=offer["item_id"].to_numpy())
+        hits, layout = hit_layout(items, none, 1, self.op.tuples_per_hit, self.run_id, self._hit_seq, round_no,
+                                  group=group)
+        by_hit = layout.merge(offer, on="item_id").drop_duplicates("hit_id")[["hit_id", "worker_id"]]
+        return hits, layout, by_hit.reset_index(drop=True)
 
     def on_record(self, items: pd.DataFrame) -> pd.DataFrame:
         """Every answer on record for ``items`` (up to max_assignments each, in the order bought): item_id,
@@ -182,9 +192,10 @@ class Purchase:
 
     def buy(self, items: pd.DataFrame, cached: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame,
             shown: pd.DataFrame, knowledge: KnowledgeBase | None, bar: Any, round_no: int,
-            exclude: pd.DataFrame | None = None) -> pd.DataFrame:
+            exclude: pd.DataFrame | None = None, offer: pd.DataFrame | None = None) -> pd.DataFrame:
         """Buy the missing answers of one round: returns every answer of its items (item_id, worker_id, answer).
-        ``exclude``: item_id, worker_id pairs that must not answer again (an accuracy target's later rounds)."""
+        ``exclude``: item_id, worker_id pairs that must not answer again (an accuracy target's later rounds);
+        ``offer``: hit_id, worker_id, the worker each HIT was built for (``more``)."""
         op = self.op
         spend = float(hits["assignments"].sum()) * op.cost_per_assignment if len(hits) else 0.0
         budget = self.budget()
@@ -205,6 +216,8 @@ class Purchase:
             if exclude is not None and len(exclude):  # (item_id -> its place in this round's HITs)
                 batch = dataclasses.replace(batch, exclude=exclude.merge(layout, on="item_id")[
                     ["hit_id", "item_no", "worker_id"]].reset_index(drop=True))
+            if offer is not None and len(offer):
+                batch = dataclasses.replace(batch, offer=offer)
             ids = batch.hits["hit_id"].tolist()
             ledger = self._ledger(items, layout, shown, round_no)  # refuses what would break an earlier release
             release = self._release(ident[ident["item_id"].isin(layout["item_id"])], ledger, round_no)

@@ -12,7 +12,7 @@ from conftest import RecordingCrowd, people_frame
 import crowddb
 from crowddb.crowd import SimulatedCrowd
 from crowddb.errors import ArgumentError, BudgetExceededError
-from crowddb.truth.adaptive import stopping_rule
+from crowddb.truth.adaptive import assign_round, stopping_rule
 
 N, TARGET, CAP = 300, 0.95, 9
 QUERY = (f"SELECT id, job AS truth, getposition(*, accuracy := {TARGET}, max_assignments := {CAP}) AS guess "
@@ -289,3 +289,49 @@ def test_a_narrower_call_over_rows_shown_is_not_a_resumption():
             db.sql("SELECT id, getposition(*, k := 10, accuracy := 0.99) AS g FROM people WHERE age < 40").df()
         assert (money(db), db.sql("SELECT release, row_ref, box FROM crowddb_published ORDER BY ALL").fetchall()
                 ) == before
+
+
+class OfferingCrowd(SimulatedCrowd):
+    """Keeps each round's HIT ids and offers (hit_id, worker_id) as published."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.rounds: list[tuple[list, pd.DataFrame | None]] = []
+
+    def publish(self, batch, *, knowledge=None):
+        self.rounds.append((batch.hits["hit_id"].tolist(), None if batch.offer is None else batch.offer.copy()))
+        super().publish(batch, knowledge=knowledge)
+
+
+def test_quality_aware_rounds_offer_each_worker_the_items_it_helps_most():
+    """On a platform that lets crowddb choose, each later round is built per worker: recomputed here from the answers
+    on record before the round (adaptive.stopping_rule and assign_round, workers in descending estimated accuracy),
+    each offered HIT holds the items its worker was assigned, and its worker answered every one of them."""
+    platform = OfferingCrowd(n_workers=30, quality=(8.0, 2.0), seed=7)
+    with open_db(platform) as db:
+        db.sql(QUERY).df()
+        answers = db.sql("SELECT hit_id, item_key || '#' || occurrence AS object, worker_id AS worker, answer AS label "
+                         "FROM crowddb_answers").df()
+        classes = sorted(people_frame(N)["job"].unique())
+        assert len(platform.rounds) >= 3 and platform.rounds[0][1] is None  # round 1: one answer of every item
+        # the items in the run's order (ties between equal gains go to the item listed first): round 1's HIT layout
+        names = db.sql("SELECT item_key || '#' || occurrence AS o FROM crowddb_hit_items WHERE hit_id IN "
+                       f"({', '.join(repr(h) for h in platform.rounds[0][0])}) ORDER BY hit_id, item_no").df()["o"]
+        assert len(names) == N
+        posted: list = list(platform.rounds[0][0])
+        for hit_ids, offer in platform.rounds[1:]:
+            before = answers[answers["hit_id"].isin(posted)]
+            posted += hit_ids
+            state = stopping_rule(before[["object", "worker", "label"]], target=TARGET, max_assignments=CAP,
+                                  classes=classes, items=names.to_numpy())
+            workers = pd.Index(platform.workers()["worker_id"])
+            a, b = state.model.prior
+            acc = state.model.accuracy.reindex(workers).fillna(a / (a + b)).to_numpy()
+            arrivals = workers.take(np.lexsort((np.arange(len(workers)), -acc)))
+            want = assign_round(state, arrivals, per_worker=100)
+            got = answers[answers["hit_id"].isin(hit_ids)]
+            offered = got.merge(offer.rename(columns={"worker_id": "worker_offered"}), on="hit_id")
+            assert sorted(zip(offered["object"], offered["worker_offered"])) == sorted(
+                zip(want["object"], want["worker"]))
+            assert (offered["worker"] == offered["worker_offered"]).all()  # the simulated crowd honoured the offer
+            assert set(got["object"]) == set(state.need_more)

@@ -130,6 +130,14 @@ CREATE TABLE IF NOT EXISTS excluded (
     PRIMARY KEY (hit_id, worker_id)
 ) WITHOUT ROWID;
 """
+# the worker a HIT was built for (an accuracy target's quality-aware rounds, HitBatch.offer): it gets the HIT first
+# when it asks for work, and other workers only when no other HIT is open for them; apart from SCHEMA as ``excluded``
+OFFERED = """
+CREATE TABLE IF NOT EXISTS offered (
+    hit_id TEXT PRIMARY KEY REFERENCES hits (hit_id),
+    worker_id TEXT NOT NULL
+) WITHOUT ROWID;
+"""
 
 
 class MarketError(PlatformError):
@@ -275,6 +283,7 @@ class Market:
                     con.execute(statement)
         with self._write(con):
             con.execute(EXCLUDED)
+            con.execute(OFFERED)
             clear = con.execute("SELECT value FROM settings WHERE key = 'requester_token'").fetchone()
             if clear is not None:  # a market file from before the token was hashed: hashed now, the clear one gone
                 con.execute("INSERT OR IGNORE INTO settings VALUES ('requester_token_sha256', ?)", (_digest(clear[0]),))
@@ -371,6 +380,9 @@ class Market:
         if batch.exclude is not None and len(batch.exclude):  # a worker who answered one of a HIT's items
             excluded_rows = sorted({(str(h), str(w)) for h, w in zip(batch.exclude["hit_id"],
                                                                      batch.exclude["worker_id"])})
+        offered_rows = []
+        if batch.offer is not None and len(batch.offer):
+            offered_rows = [(str(h), str(w)) for h, w in zip(batch.offer["hit_id"], batch.offer["worker_id"])]
         gold_rows = []
         if batch.gold is not None and len(batch.gold):
             gold_rows = [(str(h), int(i), str(a)) for h, i, a in
@@ -385,6 +397,7 @@ class Market:
             con.executemany("INSERT OR IGNORE INTO items VALUES (?,?,?,?)", [r for r in item_rows if r[0] in new])
             con.executemany("INSERT OR IGNORE INTO gold VALUES (?,?,?)", [r for r in gold_rows if r[0] in new])
             con.executemany("INSERT OR IGNORE INTO excluded VALUES (?,?)", [r for r in excluded_rows if r[0] in new])
+            con.executemany("INSERT OR IGNORE INTO offered VALUES (?,?)", [r for r in offered_rows if r[0] in new])
         return len(new)
 
     def known(self, hit_ids: Iterable[str]) -> set[str]:
@@ -466,15 +479,18 @@ class Market:
 
     # -- taking and submitting ----------------------------------------------------------------------------------
 
+    # a HIT built for this worker first, then the HITs built for nobody, then those built for someone else (each
+    # oldest first): a HIT waits for its worker while others have work, and is never left undone for want of it
     _OPEN_HIT = """
-        SELECT h.hit_id, h.assignments FROM hits h
+        SELECT h.hit_id, h.assignments FROM hits h LEFT JOIN offered o ON o.hit_id = h.hit_id
         WHERE h.done = 0
           AND NOT EXISTS (SELECT 1 FROM assignments a WHERE a.hit_id = h.hit_id AND a.worker_id = :worker)
           AND NOT EXISTS (SELECT 1 FROM excluded e WHERE e.hit_id = h.hit_id AND e.worker_id = :worker)
           AND ((SELECT count(*) FROM assignments a WHERE a.hit_id = h.hit_id) < h.assignments
                OR EXISTS (SELECT 1 FROM assignments a WHERE a.hit_id = h.hit_id AND a.submitted_at IS NULL
                           AND a.lease_until < :now))
-        ORDER BY h.rowid LIMIT 1"""
+        ORDER BY CASE WHEN o.worker_id = :worker THEN 0 WHEN o.worker_id IS NULL THEN 1 ELSE 2 END, h.rowid
+        LIMIT 1"""
 
     def _worker_row(self, con: sqlite3.Connection, token: str) -> tuple[str, float | None]:
         row = con.execute("SELECT worker_id, blocked_at FROM workers WHERE token = ?", (token,)).fetchone()

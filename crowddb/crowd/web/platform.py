@@ -43,6 +43,7 @@ class WebCrowd(Platform):
 
     #: a HIT of an accuracy target's later round is never given to a worker who answered one of its items before
     excludes_workers = True
+    offers_to_workers = True  # the market gives a HIT built for a worker to that worker first (``Market.take``)
 
     name = "web"
     shows_tradeoff = True  # the requester page plots the query's k trade-off before it runs

@@ -432,6 +432,27 @@ def test_an_excluded_worker_never_takes_that_hit(market):
     assert market._con().execute("SELECT count(*) FROM excluded").fetchone()[0] == 1
 
 
+def test_a_hit_built_for_a_worker_goes_to_it_first_and_waits_for_it_while_others_have_work(market):
+    """Issue 28's quality-aware rounds (HitBatch.offer): the worker a HIT was built for gets it before older HITs;
+    another worker takes the HITs built for nobody first, and one built for someone else only when nothing else is
+    open; a HIT built for a worker is still posted once and its offer kept once."""
+    (w1, t1), (w2, t2), (_, t3) = [market.add_worker() for _ in range(3)]
+    batch = make_batch(n_hits=4, assignments=1)
+    batch.offer = pd.DataFrame({"hit_id": ["R1-00003", "R1-00004"], "worker_id": [w1, w2]})
+    market.post(batch)
+    assert market.take(t2)["hit_id"] == "R1-00004"  # its own HIT, though three are older
+    first = market.take(t3)
+    assert first["hit_id"] == "R1-00001"  # built for nobody, oldest first
+    market.submit(t3, first["assignment_id"], first["csrf"], all_right(market, first))
+    second = market.take(t3)
+    assert second["hit_id"] == "R1-00002"
+    market.submit(t3, second["assignment_id"], second["csrf"], all_right(market, second))
+    assert market.take(t3)["hit_id"] == "R1-00003"  # nothing else open: w1's HIT goes to t3 rather than wait
+    assert market.take(t1) is None  # everything is taken
+    assert market.post(batch) == 0
+    assert market._con().execute("SELECT count(*) FROM offered").fetchone()[0] == 2
+
+
 def test_a_market_file_without_the_exclusions_table_gains_it(tmp_path, clock):
     path = tmp_path / "old.sqlite"
     Market(path, clock=clock).close()
