@@ -210,6 +210,8 @@ def main() -> None:
     ap.add_argument("--truth", type=Path, action="append", default=[],
                     help="its ground truth: a CSV of task, truth (a header row), for some or all tasks")
     ap.add_argument("--only-given", action="store_true", help="replay only the --answers sets")
+    ap.add_argument("--sql", action="store_true", help="also run the simulated crowds' replays through SQL "
+                                                       "(getposition(*, accuracy := 0.95)), seed 0")
     ap.add_argument("--plot", default=None, help="directory for PNGs of accuracy against answers bought, one per "
                                                  "data set (needs the plot extra: matplotlib)")
     args = ap.parse_args()
@@ -266,6 +268,12 @@ def main() -> None:
                 inside = 0.94 <= r["accuracy"] <= 0.97
                 print(f"  {ds:30s} {pol}: accuracy {r['accuracy']:.3f} (model's expectation "
                       f"{r['expected']:.3f}): {'in' if inside else 'NOT in'} 0.94-0.97")
+    if args.sql:
+        print()
+        print("through SQL (ReplayCrowd behind crowddb.connect), seed 0, beside the algorithm layer's mean")
+        for name, answers, truth, _ in sims:
+            sql = pd.DataFrame(through_sql(name, answers, truth, seed=0))
+            print(sql.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print()
     print("prediction (explain()) vs bought, adaptive target 0.95 max 9, seed 0")
     for name, answers, truth, q in sims:
@@ -276,6 +284,35 @@ def main() -> None:
             print(f"  {name:28s} {basis:9s} predicted {p.expected:8,.0f} [{p.low:,.0f}, {p.high:,.0f}] "
                   f"acc {p.accuracy:.3f}; bought {r['bought']:,} ({'inside' if inside else 'outside'}), "
                   f"measured acc {r['accuracy']:.3f}")
+
+
+def through_sql(name: str, answers: pd.DataFrame, truth: pd.Series, seed: int, max_assignments: int = 9
+                ) -> list[dict]:
+    """The same replayed crowd behind SQL: ``getposition(task, accuracy := 0.95)`` (the result's target and each
+    item's) and a fixed 5 assignments, beside the algorithm-layer policy of the same name (quality-aware assignment
+    needs a platform that lets crowddb choose; a replay serves recorded answers: none here)."""
+    import crowddb
+
+    classes = sorted(pd.unique(answers["answer"]).astype(str).tolist())
+    domain = "[" + ", ".join("'" + c.replace("'", "''") + "'" for c in classes) + "]"
+    rows = []
+    calls = [("SQL fixed-5 DS", "assignments := 5, method := 'ds'"),
+             ("SQL adaptive t=0.95", f"accuracy := 0.95, max_assignments := {max_assignments}"),
+             ("SQL each item t=0.95", f"accuracy := 0.95, each_item := true, max_assignments := {max_assignments}")]
+    answers = answers.astype({"task": str, "answer": str})  # the published task id is text
+    truth = pd.Series(truth.astype(str).to_numpy(), index=truth.index.astype(str))
+    tasks = pd.DataFrame({"task": pd.unique(answers["task"])})
+    for label, args in calls:
+        t0 = time.perf_counter()
+        crowd = ReplayCrowd(answers, seed=seed, task_column="task")
+        with crowddb.connect(platform=crowd, seed=seed, progress=False) as db:
+            db.load_frame("tasks", tasks)
+            got = db.sql(f"SELECT task, getposition(task, domain := {domain}, {args}) AS label FROM tasks").df()
+            bought = int(db.sql("SELECT count(*) FROM crowddb_answers").fetchall()[0][0])
+        pred = pd.Series(got["label"].to_numpy(), index=got["task"].to_numpy())
+        rows.append({"dataset": name, "policy": label, "answers": bought, "per_item": bought / len(tasks),
+                     "accuracy": accuracy(pred, truth.astype(str)), "seconds": time.perf_counter() - t0})
+    return rows
 
 
 def plot(out: pd.DataFrame, folder: str) -> None:
