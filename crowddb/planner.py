@@ -1004,9 +1004,10 @@ class Planner:
         name = definition.gold_table
         if name is None:
             return None
-        if not definition.gold:
+        if not definition.gold and not definition.adaptive:  # an accuracy target's model is anchored on them
             raise ArgumentError(f"{what}: gold_table := {name!r} holds the known answers of gold questions; pass "
-                                "gold := a share of each HIT's items too (e.g. gold := 0.1)")
+                                "gold := a share of each HIT's items too (e.g. gold := 0.1), or an accuracy target "
+                                "(accuracy := 0.95), whose workers' model they anchor")
         table = resolve_table(self.ctx.con, name)
         columns = {c.lower(): c for c in table_columns(self.ctx.con, table)}
         if "answer" not in columns:

@@ -235,8 +235,9 @@ class HumanOperator:
             raise ArgumentError(f"{where}: accuracy := is for tuple operators (one answer per row); a pick-a-row "
                                 "operator's knock-out rounds take assignments := N")
         if float(self.gold) > 0:
-            raise ArgumentError(f"{where}: accuracy := does not yet combine with gold questions (gold := share): a gold "
-                                "copy would be a second question on the same item; leave gold at 0")
+            raise ArgumentError(f"{where}: accuracy := does not combine with gold questions (gold := share): a gold "
+                                "copy would be a second question on the same item; leave gold at 0, and name a table "
+                                "of known answers with gold_table := '...' to anchor the workers' model on them")
 
     @property
     def adaptive(self) -> bool:

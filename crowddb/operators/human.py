@@ -27,7 +27,7 @@ from ..store import composition
 from ..truth import adaptive
 from ..udf import HumanOperator
 from .aggregate import accuracy_range, aggregate, tournament
-from .columns import CONFIDENCE, GROUP_ID, KEY, ROW_ID, TRUTH, WIDENED
+from .columns import CONFIDENCE, GOLD, GROUP_ID, KEY, ROW_ID, TRUTH, WIDENED
 from .context import OperatorContext
 from .packing import Shuffle, group_round_items, later_round_hits, signature, tuple_items
 from .publishing import Publisher, answer_domain, knowledge, render
@@ -239,11 +239,25 @@ class HumanOperatorRun:
     def _objects(self, items: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
         """Each item once and its name for the stopping rule: item_key#occurrence, the same on every run (item_id
         follows the run's shuffle), so a rerun over the same answers reaches the same decisions."""
-        every = items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence"]].reset_index(drop=True)
+        every = items.drop_duplicates("item_id")[["item_id", "item_key", "occurrence", ROW_ID]].reset_index(drop=True)
         name = every["item_key"].astype(str) + "#" + every["occurrence"].astype(str)
         return every, pd.Series(name.to_numpy(), index=every["item_id"].to_numpy())
 
-    def _stop_state(self, on_record: pd.DataFrame, names: pd.Series) -> adaptive.StopState:
+    def _known(self, every: pd.DataFrame, names: pd.Series) -> pd.Series | None:
+        """``gold_table := 'name'`` with an accuracy target: the known answers of the call's items (those in the
+        answer domain), by item name. The stopping rule clamps these items to their answers (gold in Dawid-Skene's
+        EM), so the workers' answers to them, asked in round 1 like every item's, anchor the model; they are never
+        asked again, and the result carries the known answer with confidence 1."""
+        frame = self.call.frame
+        if GOLD not in frame:
+            return None
+        known = frame[GOLD].iloc[every[ROW_ID].to_numpy()]
+        text = known.astype(str).to_numpy(dtype=object)
+        ok = known.notna().to_numpy() & np.isin(text, list(self.domain))
+        return pd.Series(text[ok], index=names.loc[every["item_id"].to_numpy()[ok]].to_numpy())
+
+    def _stop_state(self, on_record: pd.DataFrame, names: pd.Series, known: pd.Series | None
+                    ) -> adaptive.StopState:
         """The stopping rule over every answer on record for the call's items (CDAS's verification model and early
         termination; adaptive.py): each item's posterior, and which need one more answer."""
         op = self.op
@@ -251,7 +265,8 @@ class HumanOperatorRun:
                                 "worker": on_record["worker_id"].to_numpy(),
                                 "label": on_record["answer"].astype(str).to_numpy()})
         return adaptive.stopping_rule(answers, target=float(op.accuracy), max_assignments=int(op.max_assignments),
-                                      classes=list(self.domain), items=names.to_numpy(), each_item=bool(op.each_item))
+                                      classes=list(self.domain), items=names.to_numpy(), each_item=bool(op.each_item),
+                                      gold=known)
 
     def _adaptive(self, items: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame, known: KnowledgeBase | None,
                   bar: Any) -> pd.DataFrame:
@@ -266,6 +281,7 @@ class HumanOperatorRun:
         (``CONFIDENCE``)."""
         op, purchase = self.op, self.purchase
         every, names = self._objects(items)
+        gold = self._known(every, names)
         no_cache = pd.DataFrame({"item_key": [], "occurrence": [], "worker_id": [], "answer": []})
         round_items, exclude, offer, round_no, bought = items, None, None, 1, 0
         counts = pd.Series(0, index=every["item_id"].to_numpy())  # answers on record per item, before the round
@@ -285,7 +301,7 @@ class HumanOperatorRun:
             # workers turned out worse): the run ends when the rule, over all answers, stops every item, which is
             # also what a rerun over the same answers decides (nothing bought); each round gives every open item
             # an answer (at most max_assignments in all) or takes it out: the loop ends
-            state = self._stop_state(on_record, names)
+            state = self._stop_state(on_record, names, gold)
             more = every["item_id"].to_numpy()[names.isin(state.need_more).to_numpy()]
             more = more[~np.isin(more, list(unanswered))]
             if not len(more):
@@ -306,6 +322,7 @@ class HumanOperatorRun:
             "max_assignments": int(op.max_assignments), "items": len(every), "rounds": round_no,
             "each_item": bool(op.each_item), "answers": summary["answers"], "bought": bought,
             "done": summary["done"], "accepted": summary["accepted"], "uncertain": summary["uncertain"],
+            "gold": summary["gold"],
             "unanswered": short, "model": state.model.kind,
             "mean_confidence": round(float(confidence.mean()), 6), "min_confidence": round(float(confidence.min()), 6)}
         self.ctx.reports.append(report)
@@ -349,7 +366,7 @@ class HumanOperatorRun:
         every, names = self._objects(items)
         open_items, held, qualities = len(every), 0, None
         if len(have):
-            state = self._stop_state(self.purchase.on_record(items), names)
+            state = self._stop_state(self.purchase.on_record(items), names, self._known(every, names))
             need = state.need_more
             open_items, held = len(need), int(state.n_answers.loc[need].sum())
             if len(state.model.workers):

@@ -4,6 +4,8 @@ never twice, never from the same worker twice, and explain() predicts what it bu
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -335,3 +337,36 @@ def test_quality_aware_rounds_offer_each_worker_the_items_it_helps_most():
                 zip(want["object"], want["worker"]))
             assert (offered["worker"] == offered["worker_offered"]).all()  # the simulated crowd honoured the offer
             assert set(got["object"]) == set(state.need_more)
+
+
+def test_known_answers_anchor_the_model_and_are_not_asked_again():
+    """gold_table := 'known' with an accuracy target: the known items are asked once (round 1, like every item),
+    their answers anchor the workers' model (recomputed here: the stopping rule with those items as gold over the
+    answers on record gives every posterior), and the result carries their known answers with confidence 1."""
+    people = people_frame(N)
+    shown = ["age", "sex", "zip", "edu", "hobby"]  # what a worker sees of a row (the key never leaves)
+    content = people[shown].astype(str).apply(lambda r: json.dumps(dict(r), separators=(",", ":")), axis=1)
+    unique = people[~content.duplicated(keep=False).to_numpy()]  # rows their shown columns name
+    known = unique.iloc[::4][["id", "job"]].rename(columns={"job": "answer"})
+    with open_db(crowd()) as db:
+        db.load_frame("known", known)
+        result = db.sql(QUERY.replace("max_assignments", "gold_table := 'known', max_assignments")).df()
+        report = db.last_report[0]
+        assert report["gold"] == len(known) > 40
+        got = result.set_index("id").loc[known["id"]]
+        assert (got["guess"].to_numpy() == known["answer"].to_numpy()).all()
+        assert (got["guess_confidence"] == 1.0).all()
+        items = db.sql("SELECT item_key || '#' || occurrence AS o, any_value(content) AS content, "
+                       "(SELECT count(*) FROM crowddb_answers a WHERE a.item_key = i.item_key "
+                       "AND a.occurrence = i.occurrence) AS n FROM crowddb_hit_items i GROUP BY ALL").df()
+        assert set(json.loads(items["content"].iloc[0])) == set(shown)
+        answer_of = pd.Series(known["answer"].to_numpy(), index=content.loc[known.index].to_numpy())
+        is_known = items["content"].isin(answer_of.index).to_numpy()
+        assert is_known.sum() == len(known) and (items.loc[is_known, "n"] == 1).all()  # asked once, in round 1
+        gold = pd.Series(answer_of.loc[items.loc[is_known, "content"]].to_numpy(),
+                         index=items.loc[is_known, "o"].to_numpy())
+        state = stopping_rule(on_record(db), target=TARGET, max_assignments=CAP, gold=gold,
+                              classes=sorted(people["job"].unique()))
+        assert np.allclose(np.sort(result["guess_confidence"].to_numpy()), np.sort(state.confidence.to_numpy()),
+                           rtol=0, atol=1e-9)
+        assert int((state.status == "gold").sum()) == len(known) and len(state.need_more) == 0
