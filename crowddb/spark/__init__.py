@@ -13,5 +13,6 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise ImportError('crowddb.spark needs PySpark: pip install "crowddb[spark]" (and Java 17)') from err
 
 from crowddb.spark.mondrian import DEFAULT_PARTITION_ROWS, anonymize
+from crowddb.spark.truth import SPARK_METHODS, SparkTruthResult, truth_discover
 
-__all__ = ["DEFAULT_PARTITION_ROWS", "anonymize"]
+__all__ = ["DEFAULT_PARTITION_ROWS", "SPARK_METHODS", "SparkTruthResult", "anonymize", "truth_discover"]
