@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 import sqlglot
@@ -60,7 +61,7 @@ from .query.plan import BoundCall, Step, answer_column, contains, split_argument
 from .query.text import crowd_nodes, is_human, is_table_function
 from .store import TableRoles, composition, privacy, relation_kind, resolve_table, roles_of, table_columns
 from .store.roles import is_default_key, is_key
-from .udf import HumanOperator
+from .udf import HumanOperator, Registry
 
 _ID = "__crowd_id"
 _GROUP = "__crowd_g"
@@ -112,8 +113,13 @@ class _GroupingSets:
 class Planner:
     """Rewrites one statement, running its crowd operators through ``ctx``."""
 
-    def __init__(self, ctx: OperatorContext, *, estimating: bool = False) -> None:
-        """``estimating``: explain(): every step is run to estimate it, nothing is bought and no release recorded."""
+    def __init__(self, con: duckdb.DuckDBPyConnection, registry: Registry, ctx: OperatorContext, *,
+                 estimating: bool = False) -> None:
+        """Plans and checks read the database (``con``) and the operators' definitions (``registry``), those of
+        ``ctx``; only the operators' runs read ``ctx`` (the query's text they record, its budget, its timeout).
+        ``estimating``: explain(): every step is run to estimate it, nothing is bought and no release recorded."""
+        self.con = con
+        self.registry = registry
         self.ctx = ctx
         self.estimating = estimating
         self.temp_roles: dict[str, TableRoles] = {}  # roles of the derived inputs this planner materialized
@@ -121,17 +127,17 @@ class Planner:
         self.registered: list[str] = []  # every Arrow table it registered (table-function inputs and releases)
         self.plain_temps: set[str] = set()  # materialized sources that are one table's rows and columns as stored
         self.steps: list[str] = []  # the steps it ran, in order (explain() shows them)
-        self.identities = identity.Identities(ctx.con)
+        self.identities = identity.Identities(con)
 
     # ------------------------------------------------------------------------------------------- detection
     def is_human(self, node: exp.Expression) -> bool:
-        return is_human(node, self.ctx.registry)
+        return is_human(node, self.registry)
 
     def is_table_function(self, node: exp.Expression) -> bool:
         return is_table_function(node)
 
     def crowd_nodes(self, root: exp.Expression) -> list[exp.Expression]:
-        return crowd_nodes(root, self.ctx.registry)
+        return crowd_nodes(root, self.registry)
 
     def has_crowd(self, root: exp.Expression) -> bool:
         return any(True for _ in self.crowd_nodes(root))
@@ -141,7 +147,7 @@ class Planner:
         """Plan ``tree``'s crowd operators, then run them in the plan's order; returns the rewritten tree."""
         # names resolved as DuckDB binds them, each once for this statement (the statement before it may have made
         # or dropped tables; its own steps make only temp tables of crowddb's names)
-        self.identities = identity.Identities(self.ctx.con)
+        self.identities = identity.Identities(self.con)
         for step in self.plan(tree):
             self.execute(step)
         return tree
@@ -149,12 +155,11 @@ class Planner:
     def plan(self, tree: exp.Expression) -> list[Step]:
         """The statement's steps (``query.plan.steps``, pure), each SELECT's row selection checked before any step
         runs: rows chosen (or grouped) by a protected column are refused (issue 24)."""
-        registry = self.ctx.registry
-        steps = planning.steps(tree, registry)
+        steps = planning.steps(tree, self.registry)
         for step in steps:
             if step.calls:
-                selection.check(self.ctx.con, tree, step.node, step.calls, is_human=self.is_human,
-                                group=registry.get(step.calls[-1].name).kind == "group")
+                selection.check(self.con, tree, step.node, step.calls, is_human=self.is_human,
+                                group=self.registry.get(step.calls[-1].name).kind == "group")
         return steps
 
     def execute(self, step: Step) -> None:
@@ -178,7 +183,7 @@ class Planner:
         return query
 
     def _execute_df(self, query: exp.Expression) -> pd.DataFrame:
-        return self.ctx.con.execute(query.sql(DIALECT)).df()
+        return self.con.execute(query.sql(DIALECT)).df()
 
     def _temp_table(self, prefix: str, query: exp.Expression | None = None, frame: pd.DataFrame | None = None
                     ) -> str:
@@ -186,7 +191,7 @@ class Planner:
         name = f"__crowd_{prefix}_{next(_counter)}"
         self.temps.append(name)
         target = _sql.table(name)
-        con = self.ctx.con
+        con = self.con
         if frame is not None:
             view = f"{name}_df"
             with registered(con, **{view: frame}):
@@ -199,7 +204,7 @@ class Planner:
         """A SELECT over an immutable Arrow table registered under a name of its own (``_duck.arrow_select``);
         returns it and its columns."""
         name = f"__crowd_{prefix}_{next(_counter)}"
-        query, columns = arrow_select(self.ctx.con, name, rows.table, rows.types)
+        query, columns = arrow_select(self.con, name, rows.table, rows.types)
         self.registered.append(name)
         return query, columns
 
@@ -208,10 +213,10 @@ class Planner:
         (the columns the function reads) only those leave DuckDB, when the query has them all as named."""
         if reads == []:  # a function of the name alone (PRIVACY_BUDGET): no row leaves DuckDB
             query = exp.select("*").from_(query.subquery(_sql.identifier("__crowd_input"))).limit(0)
-        elif reads is not None and set(reads) <= set(self.ctx.con.sql(query.sql(DIALECT)).columns):  # bound, not run
+        elif reads is not None and set(reads) <= set(self.con.sql(query.sql(DIALECT)).columns):  # bound, not run
             query = exp.select(*(_sql.column(c) for c in dict.fromkeys(reads))).from_(
                 query.subquery(_sql.identifier("__crowd_input")))
-        table, types = snapshot(self.ctx.con, query.sql(DIALECT))
+        table, types = snapshot(self.con, query.sql(DIALECT))
         row_refs = None
         if ROW_REF in table.column_names:  # added by traced(): the rows' identity, not input
             at = table.column_names.index(ROW_REF)
@@ -220,18 +225,18 @@ class Planner:
         names = table.column_names
         if len({c.lower() for c in names}) == len(names):  # DuckDB's names as they are: the typed SELECT is made
             # (the snapshot registered) only when a column is read through it, not straight from the snapshot
-            return TableInput(self.ctx.con, lambda: self._arrow_select("in", ArrowRows(table, types))[0], names,
+            return TableInput(self.con, lambda: self._arrow_select("in", ArrowRows(table, types))[0], names,
                               table, types, row_refs)
         source, columns = self._arrow_select("in", ArrowRows(table, types))
-        return TableInput(self.ctx.con, source, columns, table.rename_columns(columns), types, row_refs)
+        return TableInput(self.con, source, columns, table.rename_columns(columns), types, row_refs)
 
     def drop_temps(self) -> None:
         """Drop the temp tables this planner made and release the Arrow tables it registered (none is needed once its
         query's result is read)."""
         for name in self.temps:
-            self.ctx.con.execute(exp.Drop(tables=[_sql.table(name)], kind="TABLE", exists=True).sql(DIALECT))
+            self.con.execute(exp.Drop(tables=[_sql.table(name)], kind="TABLE", exists=True).sql(DIALECT))
         for name in self.registered:
-            self.ctx.con.unregister(name)
+            self.con.unregister(name)
         self.temps.clear()
         self.registered.clear()
 
@@ -269,8 +274,8 @@ class Planner:
         untraced = query
         if spec.traced:  # a k-anonymous release: its rows go in the privacy ledger, by their identity
             self._refuse_untraceable(name, query, "release")
-            bases = base_tables(self.ctx.con, query, ids=self.identities)
-            query, traced_table = traced(self.ctx.con, query, self.identities)
+            bases = base_tables(self.con, query, ids=self.identities)
+            query, traced_table = traced(self.con, query, self.identities)
         rows = self._input(query, reads)  # the input once, in its order, only what the function reads
         roles = (self._relation_roles(table_name, untraced, rows.columns, kind) if spec.roles
                  else TableRoles(table_name or ""))
@@ -278,8 +283,8 @@ class Planner:
         if traced_table is not None and rows.row_refs is not None:
             # a repeat of the release served last time (same request, rows, values and ledger): nothing to widen,
             # plan or box again (``repeats``)
-            asked, state = repeats.request(named, rows.columns, rows.types, roles), composition.version(self.ctx.con)
-            repeat = repeats.find(self.ctx.con, traced_table, asked, rows.row_refs, rows.snapshot, state)
+            asked, state = repeats.request(named, rows.columns, rows.types, roles), composition.version(self.con)
+            repeat = repeats.find(self.con, traced_table, asked, rows.row_refs, rows.snapshot, state)
             rows = self._widened_input(rows, query, traced_table, named) if repeat is None else rows
             rows.repeat = repeat
         rows.ledger_table = traced_table
@@ -288,13 +293,13 @@ class Planner:
             charge = spec.charge(rows, named)
             if charge is not None:
                 if not self.estimating:  # issue 24: a ROLLBACK would take back the charge, not what the caller saw
-                    privacy.refuse_in_transaction(self.ctx.con, charge.operator)
+                    privacy.refuse_in_transaction(self.con, charge.operator)
                 charged = [table_name.lower()] if kind == "table" else sorted(
-                    {t.lower() for t in base_tables(self.ctx.con, untraced, ids=self.identities)})
+                    {t.lower() for t in base_tables(self.con, untraced, ids=self.identities)})
                 self._refuse_untraceable(name, untraced, "charge")
                 try:  # PrivacyBudgetError: nothing ran or was written
-                    check_charged_unit(self.ctx.con, untraced, named, charged, charge.operator)  # issue 24
-                    spend = privacy.check(self.ctx.con, charged, charge)
+                    check_charged_unit(self.con, untraced, named, charged, charge.operator)  # issue 24
+                    spend = privacy.check(self.con, charged, charge)
                 except PrivacyBudgetError as refused:
                     if not self.estimating:
                         raise
@@ -304,7 +309,7 @@ class Planner:
         if bases is not None and result.release is not None:
             ledger = [(traced_table, result.release.published)] if traced_table else [(t, None) for t in bases]
             for table, published in ledger if self.estimating else ():  # a run is checked as it is recorded
-                composition.check(self.ctx.con, table, "release:next", result.release.k or 1, published)
+                composition.check(self.con, table, "release:next", result.release.k or 1, published)
         if (spec.charge is not None and charge is None and result.release is not None
                 and result.release.epsilon is not None):
             raise PrivacyError(f"{name}: internal error: a DP release whose charge could not be declared; "
@@ -327,7 +332,7 @@ class Planner:
                     ledger=ledger)
             if asked is not None:  # kept for the next repeat only if the ledger holds this one as a repeat
                 read, served = result.remember or ([], None)
-                repeats.keep(self.ctx.con, traced_table, f"release:{result.report['release_id']}", state,
+                repeats.keep(self.con, traced_table, f"release:{result.report['release_id']}", state,
                              None if result.remember is None else repeats.Remembered(
                                  asked, rows.row_refs, rows.snapshot.select(read), state, served))
         self.ctx.reports.append(result.report)
@@ -353,7 +358,7 @@ class Planner:
         """Roles of an operator's input: a table's declared roles; a view's, or derived from its definition; a
         subquery's or CTE's (``table_name`` None) derived from what ``query`` reads. ``kind``: the name's
         ``relation_kind`` when the caller already looked it up."""
-        con = self.ctx.con
+        con = self.con
         if table_name and (kind or relation_kind(con, table_name)) == "table":
             return roles_of(con, table_name)
         if table_name:
@@ -406,7 +411,7 @@ class Planner:
         DuckDB (nothing runs) to read their columns' types."""
         typed = []
         for item in items:
-            relation = self.ctx.con.sql(self._with_context(exp.select("*").from_(item.copy()), scope).sql(DIALECT))
+            relation = self.con.sql(self._with_context(exp.select("*").from_(item.copy()), scope).sql(DIALECT))
             typed.append(list(zip(relation.columns, relation.types)))
         out: dict[int, list[tuple[str, str]]] = {}
         for (alias, name), what in structs.items():
@@ -432,7 +437,7 @@ class Planner:
         their base table) with every field beside its struct as a column of its own, under a name of the planner's
         (a field's name may be a column's too, and the query's ``*`` leaves them out): lineage gives each the role
         of what it derives from, and the HIT shows it under the field's name."""
-        con = self.ctx.con
+        con = self.con
         alias = item.alias_or_name or "unnamed_subquery"  # DuckDB's name for a FROM item written without one
         added: dict[str, tuple[str, str]] = {}
         for struct, field in dict.fromkeys(fields):
@@ -456,7 +461,7 @@ class Planner:
         return _Source(alias, temp, columns, roles, bases, False, of, refs, fields=added)
 
     def _prepare_source(self, scope: exp.Select, item: exp.Expression) -> _Source:
-        con = self.ctx.con
+        con = self.con
         alias = item.alias_or_name or "unnamed_subquery"  # DuckDB's name for a FROM item written without one
         if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
             name = item.name
@@ -490,12 +495,12 @@ class Planner:
         """A FROM item as a temp table (rowids 0..n-1); when its rows are rows of one base table (``traced``), also
         that table and each row's identity in it (``row_identity``: how the privacy ledger names the rows a worker
         sees)."""
-        with_refs, of = traced(self.ctx.con, query, self.identities)
+        with_refs, of = traced(self.con, query, self.identities)
         if of is None:
             temp = self._temp_table("src", query=query)
             item.replace(_sql.table(temp, alias))
             return temp, None, None
-        con = self.ctx.con
+        con = self.con
         full = _sql.table(f"__crowd_src_{next(_counter)}").sql(DIALECT)
         con.execute(f"CREATE TEMP TABLE {full} AS {with_refs.sql(DIALECT)}").fetchall()
         ref = _sql.identifier(ROW_REF).sql(DIALECT)
@@ -512,7 +517,7 @@ class Planner:
         return temp, of, refs
 
     def bind(self, call: exp.Anonymous) -> BoundCall:
-        return planning.bind(call, self.ctx.registry)
+        return planning.bind(call, self.registry)
 
     def validate(self, statement: exp.Expression) -> None:
         """Bind every human operator call of ``statement`` (see ``bind``), before any of them runs or pays."""
@@ -542,7 +547,7 @@ class Planner:
         rows_of = _rows_of(published, qi, sources)
         if rows_of is not None and rows_of.column is not None and rows_of.refs is None:  # a base table's own rows
             owner = sources[int(rows_of.column[len(_ID):])]
-            projections.append(exp.alias_(row_identity(self.ctx.con, owner.table, owner.alias), _REF, quoted=True))
+            projections.append(exp.alias_(row_identity(self.con, owner.table, owner.alias), _REF, quoted=True))
             rows_of = RowsOf(rows_of.tables, _REF)
         projections += [exp.alias_(e.copy(), f"{_GROUP}{i}", quoted=True) for i, e in enumerate(group_exprs)]
         if truth_expr is not None:
@@ -594,7 +599,7 @@ class Planner:
             if op.kind == "group" and KEY not in frame:
                 frame[KEY] = frame[f"{_ID}0"]
             # issue 24: the answer domain is the definition's list or the whole stored ground-truth column's values
-            definition = selection.with_answer_domain(self.ctx.con, definition, call, TRUTH in frame, what)
+            definition = selection.with_answer_domain(self.con, definition, call, TRUTH in frame, what)
             human = HumanInput(op=definition, frame=frame, published=names,
                                quasi_identifiers=[n for n in names if n in qi], rows_of=rows_of, joint_classes=joint,
                                kinds={n: kinds[n] for n in names if kinds.get(n)}, protected=protected, args=args,
@@ -649,20 +654,20 @@ class Planner:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             return rows  # (ANONYMIZE reports the bad k)
         rows.joint_classes, extra = self._to_widen(table, rows.row_refs, k)  # (read once: ANONYMIZE reuses them)
-        relation = identity.of_key(self.ctx.con, table) if len(extra) else None
+        relation = identity.of_key(self.con, table) if len(extra) else None
         if relation is None or relation.view or not hands_on_columns(query):
             return rows
         alias = "__crowd_w"
         stored = exp.select(exp.Star()).from_(relation.ref(alias))
-        if [c.lower() for c in rows.columns] != [c.lower() for c in self.ctx.con.sql(stored.sql(DIALECT)).columns]:
+        if [c.lower() for c in rows.columns] != [c.lower() for c in self.con.sql(stored.sql(DIALECT)).columns]:
             return rows
-        ref = row_identity(self.ctx.con, table, alias)
+        ref = row_identity(self.con, table, alias)
         wider = exp.union(
             exp.select("*").from_(query.subquery(_sql.identifier("__crowd_asked"))),
             stored.select(exp.alias_(ref, ROW_REF, quoted=True)).where(exp.In(
                 this=ref.copy(), query=exp.Subquery(this=exp.select("row_ref").from_(_sql.table("__crowd_widen"))))),
             distinct=False)
-        with registered(self.ctx.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
+        with registered(self.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
             out = self._input(wider)
         out.widened = len(extra)
         return out
@@ -683,28 +688,28 @@ class Planner:
             return frame, rows_of, classes
         wanted = exp.Subquery(this=exp.select("row_ref").from_(_sql.table("__crowd_widen")))
         if source.base:
-            ref = row_identity(self.ctx.con, source.table, source.alias)
+            ref = row_identity(self.con, source.table, source.alias)
             query = every_row.where(exp.In(this=ref, query=wanted), copy=False)
         else:
-            relation = identity.of_key(self.ctx.con, rows_of.tables[0])
+            relation = identity.of_key(self.con, rows_of.tables[0])
             if source.table not in self.plain_temps or relation is None or relation.view or source.fields:
                 return frame, rows_of, classes
-            stored = {c.lower(): c for c in _columns(self.ctx.con, relation.ref())}
+            stored = {c.lower(): c for c in _columns(self.con, relation.ref())}
             if any(c.lower() not in stored for c in source.columns):
                 return frame, rows_of, classes
             alias = "__crowd_w"
-            ref = row_identity(self.ctx.con, rows_of.tables[0], alias)
+            ref = row_identity(self.con, rows_of.tables[0], alias)
             read = exp.select(*(exp.alias_(exp.column(stored[c.lower()], table=alias, quoted=True), c, quoted=True)
                                 for c in source.columns), exp.alias_(ref, _REF, quoted=True)).from_(
                 relation.ref(alias)).where(exp.In(this=ref.copy(), query=wanted))
-            with registered(self.ctx.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
+            with registered(self.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
                 temp = self._temp_table("wide", query=read)
             query = every_row.select(exp.alias_(exp.column(_REF, table=source.alias, quoted=True), _REF, quoted=True),
                                      copy=False)
             query.set("from_", exp.From(this=_sql.table(temp, source.alias)))
             frame = frame.assign(**{_REF: identities})
             rows_of = RowsOf(rows_of.tables, _REF)
-        with registered(self.ctx.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
+        with registered(self.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
             wider = self._execute_df(self._with_context(query, scope))
         return (pd.concat([frame.assign(**{WIDENED: False}), wider.assign(**{WIDENED: True})], ignore_index=True),
                 rows_of, classes)
@@ -712,7 +717,7 @@ class Planner:
     def _to_widen(self, table: str, identities: np.ndarray, k: int) -> tuple[pd.DataFrame, np.ndarray]:
         """The joint classes ``identities`` of ``table`` touch, and the rows to add so that none is split into a
         part below k (``serve.widening``)."""
-        classes = composition.joint_classes(self.ctx.con, table, identities)
+        classes = composition.joint_classes(self.con, table, identities)
         extra = serve.widening(identities, classes, k) if not classes.empty else np.zeros(0, dtype=np.int64)
         return classes, extra
 
@@ -956,7 +961,7 @@ class Planner:
         table or through ``(SELECT * FROM adult ...) adult``, and answers on record serve either spelling."""
         if source.base or len(source.bases) != 1:
             return columns
-        declared = {c.lower(): i for i, c in enumerate(roles_of(self.ctx.con, source.bases[0]).core)}
+        declared = {c.lower(): i for i, c in enumerate(roles_of(self.con, source.bases[0]).core)}
         if not declared:
             return columns
         return sorted(columns, key=lambda c: declared.get(c.lower(), len(declared)))
@@ -974,8 +979,8 @@ class Planner:
             columns = {e.name: name for name, e in published if e.table == s.alias}
             rows = pd.unique(frame[f"{_ID}{i}"].to_numpy(dtype=np.int64))
             traced = (s.of, s.refs) if s.of is not None and s.refs is not None else None
-            found = values.misread(self.ctx.con, s.table, rows, columns, recompute, traced,
-                                   lambda table, alias: row_identity(self.ctx.con, table, alias), BASE_ALIAS)
+            found = values.misread(self.con, s.table, rows, columns, recompute, traced,
+                                   lambda table, alias: row_identity(self.con, table, alias), BASE_ALIAS)
             dropped.update({columns[c]: reason for c, reason in found.items()})
         if not dropped:
             return published, qi
@@ -1008,8 +1013,8 @@ class Planner:
             raise ArgumentError(f"{what}: gold_table := {name!r} holds the known answers of gold questions; pass "
                                 "gold := a share of each HIT's items too (e.g. gold := 0.1), or an accuracy target "
                                 "(accuracy := 0.95), whose workers' model they anchor")
-        table = resolve_table(self.ctx.con, name)
-        columns = {c.lower(): c for c in table_columns(self.ctx.con, table)}
+        table = resolve_table(self.con, name)
+        columns = {c.lower(): c for c in table_columns(self.con, table)}
         if "answer" not in columns:
             raise UnknownColumnError(f"{what}: gold_table {table!r} needs an 'answer' column (and the input's key); "
                                      f"it has {list(columns.values())}")

@@ -3,8 +3,8 @@ does it ("SELECT * FROM df" reads the DataFrame ``df``).
 
 DuckDB finds such objects in the Python frame that called ``sql()``; crowddb calls DuckDB from its own frames, so:
 
-- plain SQL is handed to DuckDB from a frame that carries the caller's names (``call_in``): DuckDB's own replacement
-  scan then resolves them exactly as ``duckdb.sql`` would, and nothing is parsed;
+- plain SQL is handed to DuckDB from a frame that carries the caller's names (``query.plain.call_in``): DuckDB's own
+  replacement scan then resolves them exactly as ``duckdb.sql`` would, and nothing is parsed;
 - a crowd query is planned over several statements of ours, so each object it names is registered under a name of
   its own (``Scans``) and the query's tree is pointed at it. The registration lives as long as the query's answers.
 """
@@ -26,8 +26,6 @@ PREFIX = "__pyscan_"
 #: the libraries whose objects DuckDB scans (DataFrames, Arrow tables/datasets/readers, Polars frames)
 _SCANNABLE = frozenset({"pandas", "pyarrow", "polars"})
 _COUNTER = itertools.count(1)
-# compiled once: evaluated with the caller's globals and locals, so the frame DuckDB inspects holds the caller's names
-_CALL = compile("__crowddb_method(__crowddb_query, **__crowddb_kwargs)", "<crowddb>", "eval")
 
 
 def caller_frame() -> FrameType | None:
@@ -36,15 +34,6 @@ def caller_frame() -> FrameType | None:
     while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "crowddb":
         frame = frame.f_back
     return frame
-
-
-def call_in(frame: FrameType | None, method: Any, query: str, **kwargs: Any) -> Any:
-    """``method(query, **kwargs)`` (a DuckDB connection's sql or execute) called from a frame with ``frame``'s names,
-    so DuckDB's replacement scan sees the caller's DataFrames as ``duckdb.sql`` would."""
-    if frame is None:
-        return method(query, **kwargs)
-    names = {**frame.f_locals, "__crowddb_method": method, "__crowddb_query": query, "__crowddb_kwargs": kwargs}
-    return eval(_CALL, frame.f_globals, names)  # a fixed, compiled expression: no user text
 
 
 def original_name(view: str) -> str | None:

@@ -16,6 +16,7 @@ from .._sql import DIALECT
 from ..errors import ArgumentError, PrivacyError, QueryError, from_duckdb
 from ..lineage import is_tracked
 from ..operators.human import NOT_ESTIMATED, OperatorPlan
+from ..operators.purchase import check_query_budget
 from ..planner import Planner
 from . import guards, roles
 from .state import State
@@ -143,7 +144,7 @@ def estimate(state: State, query: str, statements: list[exp.Expression], ks: tup
     guards.refuse_crowd_views(state.registry, statements)
     ctx = state.context(query)
     ctx.ks = tuple(ks)
-    planner = Planner(ctx, estimating=True)
+    planner = Planner(state.con, state.registry, ctx, estimating=True)
     rehearse = len(statements) > 1 and not in_transaction(state.con)
     try:
         with rolled_back(state.con, rehearse):
@@ -207,6 +208,15 @@ def tradeoff(state: State, query: str, statements: list[exp.Expression], ks: lis
             {} if missing else {"ncp": op.ncp, "accuracy_lower": op.accuracy_lower, "accuracy_upper": op.accuracy_upper,
                                 "hits": op.hits, "estimated_cost": op.estimated_cost})})
     return pd.DataFrame(rows, columns=columns)
+
+
+def before_run(state: State, query: str, statements: list[exp.Expression]) -> None:
+    """A crowd query's estimate before it runs: refused, before anything is published, when the whole query is
+    estimated over the connection's budget; then its k trade-off shown where the platform has a page for it."""
+    if state.budget is not None:
+        cost = estimate(state, query, [s.copy() for s in statements]).estimated_cost  # (estimating rewrites trees)
+        check_query_budget(cost, state.budget)
+    show_tradeoff(state, query, statements)
 
 
 def show_tradeoff(state: State, query: str, statements: list[exp.Expression]) -> None:

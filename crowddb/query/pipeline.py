@@ -21,7 +21,6 @@ from sqlglot import exp
 
 from ..errors import ArgumentError
 from ..operators import table_functions
-from ..operators.purchase import check_query_budget
 from ..planner import Planner
 from ..replacement import Scans
 from . import estimate, execute, guards, params, plain
@@ -40,14 +39,11 @@ def run(state: State, query: str, values: Any, frame: FrameType | None, final: s
     try:
         statements = [params.bind(s, values) for s in scans.bind(statements, frame, table_functions.names())]
         guards.refuse_before_planning(state.con, state.registry, statements)
-        planner = Planner(state.context(query, timeout))
+        planner = Planner(state.con, state.registry, state.context(query, timeout))
         for statement in statements:  # every call of every statement is bound before the first one pays
             planner.validate(statement)
-        if state.budget is not None:  # refuse before anything is published when the whole query is over budget
-            check_query_budget(estimate.estimate(state, query, [s.copy() for s in statements]).estimated_cost,
-                               state.budget)
+        estimate.before_run(state, query, statements)  # the budget checked, the trade-off shown
         state.make_room()  # before the query: dropping after would replace its result
-        estimate.show_tradeoff(state, query, statements)
         result = execute.run(state, planner, query, statements, final)
     except BaseException:
         scans.drop()

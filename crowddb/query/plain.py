@@ -6,6 +6,7 @@ after it ran."""
 from __future__ import annotations
 
 import contextlib
+from types import FrameType
 from typing import Any
 
 from sqlglot import exp
@@ -16,19 +17,22 @@ from ..errors import SQLParseError, StatementRefusedError
 from ..lineage import check_write, prepare, writes_home
 from ..privacy import gate
 from ..privacy.gate import Gated
-from ..replacement import Scans, call_in
+from ..replacement import Scans
+from ..store import Store
 from . import guards, params, roles
 from .state import State
 from .text import parse
 
 _SCANNED = "scanned_sql"  # a tracked tree's meta: its SQL over the Python objects it reads, registered
+# compiled once: evaluated with the caller's globals and locals, so the frame DuckDB inspects holds the caller's names
+_CALL = compile("__crowddb_method(__crowddb_query, **__crowddb_kwargs)", "<crowddb>", "eval")
 
 
 def run(state: State, query: str, values: Any, frame: Any, final: str):
     """Run ``query``, a text without crowd operators; ``final``: 'sql' (a relation) or 'execute' (the connection)."""
     con = state.con
     with guards.unknown_functions(state.registry):
-        if not state.protected_now(query):
+        if not _protected_now(state, query):
             if final == "sql":  # (params=None costs DuckDB a prepared statement: passed only if given)
                 return call_in(frame, con.sql, query, **({} if values is None else {"params": values}))
             if values is None:
@@ -108,3 +112,24 @@ def _tracked_tree(state: State, g: Gated, values: Any, frame: Any, scans: Scans)
     if scanned is not None:
         tree.meta[_SCANNED] = scanned
     return tree
+
+
+def _protected_now(state: State, query: str) -> bool:
+    """Is anything protected (a declared role, a k-anonymity release, a budget act)? Asked of the database once,
+    then again only after a statement that names crowddb's tables (it may declare or delete roles in SQL)."""
+    mentions_catalog = "crowddb_" in query.lower()
+    if state.protected is None or mentions_catalog:
+        state.protected = Store(state.con).anything_protected()
+    protected = state.protected
+    if mentions_catalog:
+        state.protected = None  # asked again after it ran
+    return protected
+
+
+def call_in(frame: FrameType | None, method: Any, query: str, **kwargs: Any) -> Any:
+    """``method(query, **kwargs)`` (a DuckDB connection's sql or execute) called from a frame with ``frame``'s names,
+    so DuckDB's replacement scan sees the caller's DataFrames as ``duckdb.sql`` would (``crowddb.replacement``)."""
+    if frame is None:
+        return method(query, **kwargs)
+    names = {**frame.f_locals, "__crowddb_method": method, "__crowddb_query": query, "__crowddb_kwargs": kwargs}
+    return eval(_CALL, frame.f_globals, names)  # a fixed, compiled expression: no user text

@@ -9,7 +9,6 @@ import duckdb
 
 from ..crowd import Platform
 from ..operators.context import OperatorContext
-from ..store import Store
 from ..udf import Registry
 from .text import Reader
 
@@ -31,7 +30,7 @@ class State:
     progress: bool
     reader: Reader = dataclasses.field(init=False)
     #: is anything protected (roles, ledger, budget)? True stays True for the session; otherwise (None) asked again
-    #: when a statement may have changed it (``protected_now``)
+    #: when a statement may have changed it (``query.plain``)
     protected: bool | None = None
     #: the answers the last crowd results read (their executors' temp tables) and the Python objects they registered
     kept: list[tuple[Any, Any]] = dataclasses.field(default_factory=list)
@@ -44,17 +43,6 @@ class State:
         """What the operators of one run of ``query`` read: the connection, the crowd, the seed, the budget."""
         return OperatorContext(self.con, self.platform, self.registry, seed=self.seed, query=query,
                                progress=self.progress, budget=self.budget, timeout=timeout)
-
-    def protected_now(self, query: str) -> bool:
-        """Is anything protected (a declared role, a k-anonymity release, a budget act)? Asked of the database once,
-        then again only after a statement that names crowddb's tables (it may declare or delete roles in SQL)."""
-        mentions_catalog = "crowddb_" in query.lower()
-        if self.protected is None or mentions_catalog:
-            self.protected = Store(self.con).anything_protected()
-        protected = self.protected
-        if mentions_catalog:
-            self.protected = None  # asked again after it ran
-        return protected
 
     def keep(self, result_of: tuple[Any, Any]) -> None:
         """Keep what a crowd result reads (its planner's temp tables, the Python objects it registered) until

@@ -19,9 +19,9 @@ def passes(monkeypatch):
     built: list[str] = []
     original = planner_module.Planner.__init__
 
-    def counting(self, ctx, *, estimating=False):
+    def counting(self, con, registry, ctx, *, estimating=False):
         built.append("estimate" if estimating else "run")
-        original(self, ctx, estimating=estimating)
+        original(self, con, registry, ctx, estimating=estimating)
 
     monkeypatch.setattr(planner_module.Planner, "__init__", counting)
     return built

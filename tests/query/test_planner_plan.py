@@ -24,7 +24,7 @@ def recorded():
 
 
 def _plan(db, sql: str):
-    planner = Planner(db._state.context(sql))
+    planner = Planner(db.con, db.registry, db._state.context(sql))
     return planner.plan(sqlglot.parse_one(sql, read="duckdb"))
 
 
