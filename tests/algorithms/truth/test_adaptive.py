@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crowddb.errors import ArgumentError, CrowdDBError, UnknownColumnError
 from crowddb.truth.adaptive import (
@@ -227,3 +229,33 @@ def test_bad_input_raises_crowddb_errors_naming_the_fix(call, match):
     with pytest.raises(CrowdDBError, match=match) as err:
         call()
     assert isinstance(err.value, (ArgumentError, UnknownColumnError))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.05, 1.0), st.booleans(), st.booleans()), min_size=1, max_size=40),
+       st.floats(0.5, 0.99))
+def test_result_rule_asks_the_fewest_lowest_posteriors_that_can_meet_the_target(items, target):
+    """Independently of its code: the items asked are open, the lowest posteriors among the open ones, and as few as
+    make sum (p - target) >= 0 once each of them counts at the target (all open ones when even that falls short;
+    none when the sum is met already)."""
+    lead = np.array([p for p, _, _ in items])
+    open_ = np.array([o for _, o, _ in items])
+    counted = np.array([c for _, _, c in items]) | open_  # an open item always counts (it is not gold)
+    asked = result_rule(lead, open_, counted, target)
+    assert not (asked & ~open_).any()
+
+    def slack(chosen):
+        return round(float(np.sum(np.where(chosen, target, lead)[counted] - target)), 9)
+
+    if slack(np.zeros(len(lead), bool)) >= 0:
+        assert not asked.any()
+        return
+    if asked.any() and (open_ & ~asked).any():  # the asked ones are the lowest: none left open below them
+        assert lead[open_ & ~asked].min() >= lead[asked].max()
+    if slack(asked) < 0:
+        assert (asked == open_).all()
+    else:  # the fewest: without its highest asked item the sum falls short
+        cand = np.flatnonzero(asked)  # the last one asked: the highest posterior (ties: the item listed last)
+        fewer = asked.copy()
+        fewer[cand[np.lexsort((cand, lead[cand]))[-1]]] = False
+        assert slack(fewer) < 0
