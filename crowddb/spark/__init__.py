@@ -1,18 +1,35 @@
-"""crowddb on Apache Spark: the algorithms of crowddb/anonymize run over Spark DataFrames, with the same results.
+"""crowddb on Apache Spark: the algorithms of crowddb/anonymize and crowddb/truth run over Spark DataFrames, with the
+same results, and a Spark table's releases are kept in the crowddb database's k-anonymity ledger.
 
 ``anonymize(df, quasi_identifiers, k)`` is Mondrian (strict, numeric / categorical / ordinal QIs): the upper cuts
 are chosen by Spark aggregations, each partition of at most ``max_partition_rows`` rows is finished by the local
-vectorized Mondrian inside an executor. Needs the ``spark`` extra (``pip install "crowddb[spark]"``) and Java 17.
+vectorized Mondrian inside an executor. ``anonymize(db, df, k, name='census')`` is the same release of a Spark table
+whose roles were declared (``declare_roles(db, 'census', df, quasi_identifiers=[...], key='id')``), checked against
+its earlier releases and recorded (crowddb/spark/ledger.py). ``truth_discover(answers, ...)`` is truth inference.
+Needs the ``spark`` extra (``pip install "crowddb[spark]"``) and Java 17.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 try:
     import pyspark  # noqa: F401
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError('crowddb.spark needs PySpark: pip install "crowddb[spark]" (and Java 17)') from err
 
-from crowddb.spark.mondrian import DEFAULT_PARTITION_ROWS, anonymize
+from crowddb.spark import mondrian
+from crowddb.spark.ledger import declare_roles, recover, release, releases, roles
+from crowddb.spark.mondrian import DEFAULT_PARTITION_ROWS
 from crowddb.spark.truth import SPARK_METHODS, SparkTruthResult, truth_discover
 
-__all__ = ["DEFAULT_PARTITION_ROWS", "SPARK_METHODS", "SparkTruthResult", "anonymize", "truth_discover"]
+__all__ = ["DEFAULT_PARTITION_ROWS", "SPARK_METHODS", "SparkTruthResult", "anonymize", "declare_roles", "recover",
+           "release", "releases", "roles", "truth_discover"]
+
+
+def anonymize(first: Any, *args: Any, **kwargs: Any):
+    """``anonymize(df, quasi_identifiers, k, ...)``: Mondrian on Spark (crowddb/spark/mondrian.py);
+    ``anonymize(db, df, k, name=..., ...)``: a recorded release of a declared Spark table (``release``)."""
+    if hasattr(first, "con") and hasattr(first, "database"):  # a crowddb database: the ledger's release
+        return release(first, *args, **kwargs)
+    return mondrian.anonymize(first, *args, **kwargs)

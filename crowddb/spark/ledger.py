@@ -1,0 +1,263 @@
+"""The k-anonymity ledger of a Spark table (issue 27): roles and releases stay in the crowddb database file, each
+row's history is a Parquet table beside the database, checked and appended by Spark joins, never collected.
+
+A Spark table is named by the caller (shown as ``spark:<name>``); its roles are declared against a DataFrame
+(``declare_roles``) and its rows are told apart by its key, hashed (a Spark table has no rowid). A release
+(``release``) keeps the local ledger's rule (crowddb/store/composition.py): each row's history combines, by XOR, a
+128-bit hash of (release, box) over the releases that showed it (here two 64-bit halves, Spark's xxhash64 of the box
+under two tags, where the local ledger takes md5), rows with the same history form a joint class, and a release that
+would leave a row in a joint class smaller than the least k promised to it is refused before anything is written.
+
+Write-ahead, as locally: a release is on record as 'pending' in ``crowddb_spark_releases`` before its history is
+written (a new Parquet version ``v<release_no>`` in the table's history folder) and 'completed' after; a pending
+release is finished (its version was written whole: Hadoop's ``_SUCCESS`` marker) or rolled back (its partial
+version removed) the next time the table's ledger is used (``recover``). The history folder is read and written
+through Spark's own file system, so it may live wherever the cluster's storage is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
+from crowddb.spark.encoding import qi_list
+from crowddb.spark.mondrian import DEFAULT_PARTITION_ROWS, anonymize
+
+__all__ = ["declare_roles", "recover", "release", "releases", "roles"]
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS crowddb_spark_tables (
+        name VARCHAR PRIMARY KEY,
+        roles VARCHAR NOT NULL,        -- JSON: quasi_identifiers, sensitive, key, kinds
+        history VARCHAR NOT NULL,      -- the folder of its history versions
+        current BIGINT                 -- the completed release whose version is the history (NULL: none yet)
+    )""",
+    """CREATE TABLE IF NOT EXISTS crowddb_spark_releases (
+        name VARCHAR NOT NULL,
+        release_no BIGINT NOT NULL,
+        k INTEGER NOT NULL,
+        quasi_identifiers VARCHAR NOT NULL,
+        status VARCHAR NOT NULL,       -- 'pending' until its history version is written whole, then 'completed'
+        created_at TIMESTAMP DEFAULT current_timestamp,
+        PRIMARY KEY (name, release_no)
+    )""",
+]
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_ROW, _H1, _H2, _K = "row_ref", "h1", "h2", "k"
+_HISTORY = T.StructType([T.StructField(_ROW, T.LongType(), False), T.StructField(_H1, T.LongType(), False),
+                         T.StructField(_H2, T.LongType(), False), T.StructField(_K, T.IntegerType(), False)])
+
+
+def _con(db: Any):
+    """The crowddb database's DuckDB connection, with the Spark ledger's two tables (made on first use: a database
+    that never releases a Spark table does not have them)."""
+    con = getattr(db, "con", None)
+    if con is None or not hasattr(db, "database"):
+        raise ArgumentError("the first argument must be an open crowddb database (crowddb.connect(...)), "
+                            f"got {type(db).__name__}")
+    for ddl in _SCHEMA:
+        con.execute(ddl).fetchall()
+    return con
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ArgumentError(f"name must name the Spark table (letters, digits, '_', '.', '-'; e.g. 'census'), "
+                            f"got {name!r}")
+    return name
+
+
+def declare_roles(db: Any, name: str, df: DataFrame, *, quasi_identifiers, key: str, sensitive=(),
+                  kinds: dict[str, str] | None = None, history: str | None = None) -> dict[str, Any]:
+    """Declare (replace) the roles of the Spark table ``name`` against its DataFrame ``df``, in the crowddb
+    database: quasi-identifiers (generalized by ``release``), sensitive columns, and the key that tells its rows
+    apart across releases (required: a Spark table has no rowid). ``history``: the folder of its rows' histories
+    (default ``<database file>.spark/<name>``; required for an in-memory database, which keeps nothing)."""
+    con = _con(db)
+    name = _check_name(name)
+    if not isinstance(df, DataFrame):
+        raise ArgumentError(f"declare_roles expects the table's Spark DataFrame, got {type(df).__name__}")
+    columns = set(df.columns)
+    qis, sens = qi_list(quasi_identifiers), qi_list(sensitive)
+    if not qis:
+        raise ArgumentError(f"spark:{name}: declare at least one quasi-identifier")
+    if not isinstance(key, str):
+        raise ArgumentError(f"spark:{name}: key must name the column that tells its rows apart (e.g. key='id'): "
+                            "the ledger follows each row across releases by it")
+    missing = [c for c in [*qis, *sens, key] if c not in columns]
+    if missing:
+        raise UnknownColumnError(f"spark:{name}: no column(s) {missing}; columns are {sorted(columns)}")
+    both = sorted((set(qis) & set(sens)) | (set(qis) & {key}) | (set(sens) & {key}))
+    if both:
+        raise PrivacyError(f"spark:{name}: columns {both} are given two roles (quasi-identifier, sensitive, key)")
+    kinds = dict(kinds or {})
+    if [c for c in kinds if c not in qis]:
+        raise UnknownColumnError(f"spark:{name}: kinds name columns that are not quasi-identifiers: "
+                                 f"{[c for c in kinds if c not in qis]}")
+    if history is None:
+        if db.database == ":memory:":
+            raise ArgumentError(f"spark:{name}: an in-memory database keeps nothing; pass history='folder' for "
+                                "the rows' histories, or connect to a database file")
+        history = f"{db.database}.spark/{name}"
+    before = con.execute("SELECT roles, current FROM crowddb_spark_tables WHERE name = ?", [name]).fetchall()
+    if before and before[0][1] is not None and json.loads(before[0][0])["key"] != key:
+        raise PrivacyError(f"spark:{name}: its releases follow rows by {json.loads(before[0][0])['key']!r}; a new "
+                           f"key {key!r} would make every row a new one to the ledger. Keep the key")
+    declared = {"quasi_identifiers": qis, "sensitive": sens, "key": key, "kinds": kinds}
+    con.execute("INSERT INTO crowddb_spark_tables VALUES (?, ?, ?, NULL) ON CONFLICT (name) DO UPDATE SET "
+                "roles = excluded.roles, history = excluded.history", [name, json.dumps(declared), str(history)]
+                ).fetchall()
+    return declared
+
+
+def roles(db: Any, name: str) -> dict[str, Any]:
+    """The declared roles of the Spark table ``name`` (ArgumentError when none are)."""
+    con = _con(db)
+    found = con.execute("SELECT roles FROM crowddb_spark_tables WHERE name = ?", [_check_name(name)]).fetchall()
+    if not found:
+        raise ArgumentError(f"spark:{name} has no declared roles: crowddb.spark.declare_roles(db, {name!r}, df, "
+                            "quasi_identifiers=[...], key='id') first")
+    return json.loads(found[0][0])
+
+
+def releases(db: Any, name: str):
+    """The Spark table's releases on record (release_no, k, quasi_identifiers, status, created_at), as pandas."""
+    return _con(db).execute("SELECT release_no, k, quasi_identifiers, status, created_at FROM crowddb_spark_releases "
+                            "WHERE name = ? ORDER BY release_no", [_check_name(name)]).df()
+
+
+def _fs(spark: SparkSession, path: str):
+    """(Hadoop file system, Path) of ``path``: the ledger's files live wherever Spark writes."""
+    jvm = spark.sparkContext._jvm
+    p = jvm.org.apache.hadoop.fs.Path(path)
+    return p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), p
+
+
+def _version(history: str, release_no: int) -> str:
+    return f"{history}/v{release_no}"
+
+
+def recover(db: Any, name: str, spark: SparkSession) -> list[tuple[int, str]]:
+    """Finish or roll back the table's pending releases (a process that died between the write-ahead record and its
+    completion): a version written whole is completed, any other is removed with its record. Returns (release_no,
+    'completed' | 'rolled back') per pending release."""
+    con = _con(db)
+    ((history,),) = con.execute("SELECT history FROM crowddb_spark_tables WHERE name = ?", [name]).fetchall()
+    done = []
+    for (no,) in con.execute("SELECT release_no FROM crowddb_spark_releases WHERE name = ? AND status = 'pending' "
+                             "ORDER BY release_no", [name]).fetchall():
+        fs, path = _fs(spark, _version(history, no))
+        if fs.exists(_fs(spark, _version(history, no) + "/_SUCCESS")[1]):
+            _complete(con, name, no)
+            done.append((no, "completed"))
+        else:
+            if fs.exists(path):
+                fs.delete(path, True)
+            con.execute("DELETE FROM crowddb_spark_releases WHERE name = ? AND release_no = ?", [name, no]).fetchall()
+            done.append((no, "rolled back"))
+    return done
+
+
+def _complete(con, name: str, release_no: int) -> None:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("UPDATE crowddb_spark_releases SET status = 'completed' WHERE name = ? AND release_no = ?",
+                    [name, release_no]).fetchall()
+        con.execute("UPDATE crowddb_spark_tables SET current = ? WHERE name = ?", [release_no, name]).fetchall()
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def _entries(released: DataFrame, key: str, qis: list[str], tag: str) -> DataFrame:
+    """Each released row's identity and its share of a history: the box's hash under the release's tag, two
+    64-bit halves (the box: its quasi-identifiers' printed labels in name order, as composition.box_text orders)."""
+    box = F.concat_ws(chr(31), *[F.col(q).cast("string") for q in sorted(qis)])
+    return released.select(F.xxhash64(F.col(key)).alias(_ROW), F.xxhash64(F.lit(tag + "#1"), box).alias(_H1),
+                           F.xxhash64(F.lit(tag + "#2"), box).alias(_H2))
+
+
+def _after(before: DataFrame, added: DataFrame, k: int) -> DataFrame:
+    """Every row's history once this release is on record: rows it shows fold its entry in (and the smaller k), the
+    others keep theirs (a full outer join on the row's identity)."""
+    b, a = before.alias("b"), added.alias("a")
+    shown = F.col("a." + _ROW).isNotNull()
+    joined = b.join(a, F.col("b." + _ROW) == F.col("a." + _ROW), "full_outer")
+    fold = [F.when(shown, F.coalesce(F.col("b." + h), F.lit(0).cast("long")).bitwiseXOR(F.col("a." + h)))
+            .otherwise(F.col("b." + h)).alias(h) for h in (_H1, _H2)]
+    least = F.when(shown, F.least(F.coalesce(F.col("b." + _K), F.lit(k)), F.lit(k))).otherwise(F.col("b." + _K))
+    return joined.select(F.coalesce(F.col("b." + _ROW), F.col("a." + _ROW)).alias(_ROW), *fold,
+                         least.cast("int").alias(_K))
+
+
+def _smallest_broken(after: DataFrame) -> tuple[int, int, int] | None:
+    """(rows, class size, k) of the joint classes below the k promised to their rows, the smallest first; None when
+    there are none (two aggregations over the histories; only these three numbers reach the driver)."""
+    sized = after.withColumn("size", F.count(F.lit(1)).over(Window.partitionBy(_H1, _H2)))
+    broken = sized.where(F.col("size") < F.col(_K))
+    found = broken.agg(F.count(F.lit(1)).alias("n"), F.min("size").alias("size")).collect()[0]
+    if not found["n"]:
+        return None
+    k = broken.where(F.col("size") == found["size"]).agg(F.max(_K)).collect()[0][0]
+    return int(found["n"]), int(found["size"]), int(k)
+
+
+def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False, strict: bool = True,
+            order_by: str | None = None, max_partition_rows: int = DEFAULT_PARTITION_ROWS) -> DataFrame:
+    """A k-anonymous release of the Spark table ``name`` (its DataFrame ``df``), by Mondrian on Spark over its
+    declared quasi-identifiers, checked against every release of it on record and recorded in the crowddb database
+    (``crowddb.spark.anonymize(db, df, k, name=...)`` calls this). Refused (PrivacyError, nothing written) when a
+    row would share its joint class across releases with fewer rows than the least k promised to it. The key is
+    dropped from the release unless ``keep_key``; the release is checkpointed, so what the ledger records is what
+    the caller reads."""
+    con = _con(db)
+    name = _check_name(name)
+    declared = roles(db, name)
+    qis, key = declared["quasi_identifiers"], declared["key"]
+    if not isinstance(df, DataFrame):
+        raise ArgumentError(f"spark:{name}: release expects the table's Spark DataFrame, got {type(df).__name__}")
+    missing = [c for c in [*qis, key] if c not in df.columns]
+    if missing:
+        raise UnknownColumnError(f"spark:{name}: the DataFrame has no column(s) {missing} its roles name")
+    spark = df.sparkSession
+    recover(db, name, spark)
+    n, distinct, nulls = df.agg(F.count(F.lit(1)), F.countDistinct(key), F.count(F.when(F.col(key).isNull(), 1))
+                                ).collect()[0]
+    if nulls or distinct != n:
+        raise ArgumentError(f"spark:{name}: the key {key!r} must tell every row apart ({n} rows, {distinct} distinct "
+                            f"keys, {nulls} NULL); the ledger follows rows across releases by it")
+    released = anonymize(df, qis, k, strict=strict, kinds=declared["kinds"] or None, order_by=order_by,
+                         max_partition_rows=max_partition_rows).localCheckpoint()
+    k = int(k)
+    ((history, current),) = con.execute("SELECT history, current FROM crowddb_spark_tables WHERE name = ?",
+                                        [name]).fetchall()
+    number = con.execute("SELECT coalesce(max(release_no), 0) + 1 FROM crowddb_spark_releases WHERE name = ?",
+                         [name]).fetchall()[0][0]
+    before = (spark.read.schema(_HISTORY).parquet(_version(history, current)) if current is not None
+              else spark.createDataFrame([], _HISTORY))
+    after = _after(before, _entries(released, key, qis, f"spark:{name}:{number}"), k).persist()
+    try:
+        broken = _smallest_broken(after)
+        if broken is not None:
+            rows, size, promised = broken
+            raise PrivacyError(
+                f"spark:{name}: this release would leave {rows} row(s) in joint classes with the releases before it "
+                f"as small as {size} row(s), below the k={promised} promised to them; nothing was released or "
+                "recorded. Release over the quasi-identifiers and k of the earlier releases, or a larger k")
+        con.execute("INSERT INTO crowddb_spark_releases (name, release_no, k, quasi_identifiers, status) "
+                    "VALUES (?, ?, ?, ?, 'pending')", [name, number, k, json.dumps(qis)]).fetchall()
+        after.write.mode("overwrite").parquet(_version(history, number))  # write-ahead: pending until written whole
+        _complete(con, name, number)
+    finally:
+        after.unpersist()
+    if current is not None:  # the version before is no longer the history (best effort: a leftover is harmless)
+        fs, path = _fs(spark, _version(history, current))
+        fs.delete(path, True)
+    return released if keep_key else released.drop(key)
