@@ -17,7 +17,6 @@ through Spark's own file system, so it may live wherever the cluster's storage i
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -28,26 +27,10 @@ from pyspark.sql import types as T
 from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
 from crowddb.spark.encoding import qi_list
 from crowddb.spark.mondrian import DEFAULT_PARTITION_ROWS, anonymize
+from crowddb.store import spark_tables
 
 __all__ = ["declare_roles", "recover", "release", "releases", "roles"]
 
-_SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS crowddb_spark_tables (
-        name VARCHAR PRIMARY KEY,
-        roles VARCHAR NOT NULL,        -- JSON: quasi_identifiers, sensitive, key, kinds
-        history VARCHAR NOT NULL,      -- the folder of its history versions
-        current BIGINT                 -- the completed release whose version is the history (NULL: none yet)
-    )""",
-    """CREATE TABLE IF NOT EXISTS crowddb_spark_releases (
-        name VARCHAR NOT NULL,
-        release_no BIGINT NOT NULL,
-        k INTEGER NOT NULL,
-        quasi_identifiers VARCHAR NOT NULL,
-        status VARCHAR NOT NULL,       -- 'pending' until its history version is written whole, then 'completed'
-        created_at TIMESTAMP DEFAULT current_timestamp,
-        PRIMARY KEY (name, release_no)
-    )""",
-]
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _ROW, _H1, _H2, _K = "row_ref", "h1", "h2", "k"
 _HISTORY = T.StructType([T.StructField(_ROW, T.LongType(), False), T.StructField(_H1, T.LongType(), False),
@@ -55,14 +38,12 @@ _HISTORY = T.StructType([T.StructField(_ROW, T.LongType(), False), T.StructField
 
 
 def _con(db: Any):
-    """The crowddb database's DuckDB connection, with the Spark ledger's two tables (made on first use: a database
-    that never releases a Spark table does not have them)."""
+    """The crowddb database's DuckDB connection, with the Spark ledger's tables (``store.spark_tables``)."""
     con = getattr(db, "con", None)
     if con is None or not hasattr(db, "database"):
         raise ArgumentError("the first argument must be an open crowddb database (crowddb.connect(...)), "
                             f"got {type(db).__name__}")
-    for ddl in _SCHEMA:
-        con.execute(ddl).fetchall()
+    spark_tables.ensure(con)
     return con
 
 
@@ -105,31 +86,27 @@ def declare_roles(db: Any, name: str, df: DataFrame, *, quasi_identifiers, key: 
             raise ArgumentError(f"spark:{name}: an in-memory database keeps nothing; pass history='folder' for "
                                 "the rows' histories, or connect to a database file")
         history = f"{db.database}.spark/{name}"
-    before = con.execute("SELECT roles, current FROM crowddb_spark_tables WHERE name = ?", [name]).fetchall()
-    if before and before[0][1] is not None and json.loads(before[0][0])["key"] != key:
-        raise PrivacyError(f"spark:{name}: its releases follow rows by {json.loads(before[0][0])['key']!r}; a new "
-                           f"key {key!r} would make every row a new one to the ledger. Keep the key")
+    before = spark_tables.table(con, name)
+    if before is not None and before[2] is not None and before[0]["key"] != key:
+        raise PrivacyError(f"spark:{name}: its releases follow rows by {before[0]['key']!r}; a new key {key!r} would "
+                           "make every row a new one to the ledger. Keep the key")
     declared = {"quasi_identifiers": qis, "sensitive": sens, "key": key, "kinds": kinds}
-    con.execute("INSERT INTO crowddb_spark_tables VALUES (?, ?, ?, NULL) ON CONFLICT (name) DO UPDATE SET "
-                "roles = excluded.roles, history = excluded.history", [name, json.dumps(declared), str(history)]
-                ).fetchall()
+    spark_tables.declare(con, name, declared, str(history))
     return declared
 
 
 def roles(db: Any, name: str) -> dict[str, Any]:
     """The declared roles of the Spark table ``name`` (ArgumentError when none are)."""
-    con = _con(db)
-    found = con.execute("SELECT roles FROM crowddb_spark_tables WHERE name = ?", [_check_name(name)]).fetchall()
-    if not found:
+    found = spark_tables.table(_con(db), _check_name(name))
+    if found is None:
         raise ArgumentError(f"spark:{name} has no declared roles: crowddb.spark.declare_roles(db, {name!r}, df, "
                             "quasi_identifiers=[...], key='id') first")
-    return json.loads(found[0][0])
+    return found[0]
 
 
 def releases(db: Any, name: str):
     """The Spark table's releases on record (release_no, k, quasi_identifiers, status, created_at), as pandas."""
-    return _con(db).execute("SELECT release_no, k, quasi_identifiers, status, created_at FROM crowddb_spark_releases "
-                            "WHERE name = ? ORDER BY release_no", [_check_name(name)]).df()
+    return spark_tables.releases(_con(db), _check_name(name))
 
 
 def _fs(spark: SparkSession, path: str):
@@ -148,32 +125,19 @@ def recover(db: Any, name: str, spark: SparkSession) -> list[tuple[int, str]]:
     completion): a version written whole is completed, any other is removed with its record. Returns (release_no,
     'completed' | 'rolled back') per pending release."""
     con = _con(db)
-    ((history,),) = con.execute("SELECT history FROM crowddb_spark_tables WHERE name = ?", [name]).fetchall()
+    history = spark_tables.table(con, name)[1]
     done = []
-    for (no,) in con.execute("SELECT release_no FROM crowddb_spark_releases WHERE name = ? AND status = 'pending' "
-                             "ORDER BY release_no", [name]).fetchall():
+    for no in spark_tables.pending(con, name):
         fs, path = _fs(spark, _version(history, no))
         if fs.exists(_fs(spark, _version(history, no) + "/_SUCCESS")[1]):
-            _complete(con, name, no)
+            spark_tables.complete(con, name, no)
             done.append((no, "completed"))
         else:
             if fs.exists(path):
                 fs.delete(path, True)
-            con.execute("DELETE FROM crowddb_spark_releases WHERE name = ? AND release_no = ?", [name, no]).fetchall()
+            spark_tables.forget(con, name, no)
             done.append((no, "rolled back"))
     return done
-
-
-def _complete(con, name: str, release_no: int) -> None:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("UPDATE crowddb_spark_releases SET status = 'completed' WHERE name = ? AND release_no = ?",
-                    [name, release_no]).fetchall()
-        con.execute("UPDATE crowddb_spark_tables SET current = ? WHERE name = ?", [release_no, name]).fetchall()
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
 
 
 def _entries(released: DataFrame, key: str, qis: list[str], tag: str) -> DataFrame:
@@ -236,10 +200,8 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
     released = anonymize(df, qis, k, strict=strict, kinds=declared["kinds"] or None, order_by=order_by,
                          max_partition_rows=max_partition_rows).localCheckpoint()
     k = int(k)
-    ((history, current),) = con.execute("SELECT history, current FROM crowddb_spark_tables WHERE name = ?",
-                                        [name]).fetchall()
-    number = con.execute("SELECT coalesce(max(release_no), 0) + 1 FROM crowddb_spark_releases WHERE name = ?",
-                         [name]).fetchall()[0][0]
+    _, history, current = spark_tables.table(con, name)
+    number = spark_tables.next_number(con, name)
     before = (spark.read.schema(_HISTORY).parquet(_version(history, current)) if current is not None
               else spark.createDataFrame([], _HISTORY))
     after = _after(before, _entries(released, key, qis, f"spark:{name}:{number}"), k).persist()
@@ -251,10 +213,9 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
                 f"spark:{name}: this release would leave {rows} row(s) in joint classes with the releases before it "
                 f"as small as {size} row(s), below the k={promised} promised to them; nothing was released or "
                 "recorded. Release over the quasi-identifiers and k of the earlier releases, or a larger k")
-        con.execute("INSERT INTO crowddb_spark_releases (name, release_no, k, quasi_identifiers, status) "
-                    "VALUES (?, ?, ?, ?, 'pending')", [name, number, k, json.dumps(qis)]).fetchall()
+        spark_tables.begin(con, name, number, k, qis)
         after.write.mode("overwrite").parquet(_version(history, number))  # write-ahead: pending until written whole
-        _complete(con, name, number)
+        spark_tables.complete(con, name, number)
     finally:
         after.unpersist()
     if current is not None:  # the version before is no longer the history (best effort: a leftover is harmless)

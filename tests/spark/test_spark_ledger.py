@@ -16,7 +16,7 @@ import crowddb
 import crowddb.spark as cs
 from crowddb.datasets import adult_path
 from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
-from crowddb.spark import ledger
+from crowddb.store import spark_tables
 
 N = 3_000
 
@@ -136,16 +136,16 @@ def test_the_ledger_outlives_the_session(spark, people, tmp_path):  # noqa: F811
 def test_a_release_that_died_before_completing_is_finished_or_rolled_back(spark, people, db, monkeypatch):  # noqa: F811
     declare(db, people, ["age", "sex"])
     cs.anonymize(db, people, 10, name="adult")
-    real = ledger._complete
+    real = spark_tables.complete
 
     def dies(con, name, number):
         raise KeyboardInterrupt("the process died after writing the history")
 
-    monkeypatch.setattr(ledger, "_complete", dies)
+    monkeypatch.setattr(spark_tables, "complete", dies)
     with pytest.raises(KeyboardInterrupt):
         cs.anonymize(db, people, 10, name="adult")
     assert cs.releases(db, "adult")["status"].tolist() == ["completed", "pending"]
-    monkeypatch.setattr(ledger, "_complete", real)
+    monkeypatch.setattr(spark_tables, "complete", real)
     # a pending release whose version never got written (the process died before): rolled back
     db.con.execute("INSERT INTO crowddb_spark_releases (name, release_no, k, quasi_identifiers, status) "
                    "VALUES ('adult', 3, 10, '[]', 'pending')")
