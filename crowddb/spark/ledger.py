@@ -20,11 +20,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import duckdb
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
+from crowddb.errors import ArgumentError, CrowdDBError, PrivacyError, UnknownColumnError
 from crowddb.spark.encoding import qi_list
 from crowddb.spark.mondrian import DEFAULT_PARTITION_ROWS, anonymize
 from crowddb.store import spark_tables
@@ -213,7 +214,12 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
                 f"spark:{name}: this release would leave {rows} row(s) in joint classes with the releases before it "
                 f"as small as {size} row(s), below the k={promised} promised to them; nothing was released or "
                 "recorded. Release over the quasi-identifiers and k of the earlier releases, or a larger k")
-        spark_tables.begin(con, name, number, k, qis)
+        try:
+            spark_tables.begin(con, name, number, k, qis)
+        except duckdb.ConstraintException:
+            raise CrowdDBError(f"spark:{name}: another process put release {number} of this table on record "
+                                   "while this one was checked; nothing of this one was written. Run it again: it "
+                                   "is checked against that release then") from None
         after.write.mode("overwrite").parquet(_version(history, number))  # write-ahead: pending until written whole
         spark_tables.complete(con, name, number)
     finally:
