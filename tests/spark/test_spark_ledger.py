@@ -15,7 +15,7 @@ from spark_session import spark  # noqa: F401
 import crowddb
 import crowddb.spark as cs
 from crowddb.datasets import adult_path
-from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
+from crowddb.errors import ArgumentError, CrowdDBError, PrivacyError, UnknownColumnError
 from crowddb.store import spark_tables
 
 N = 3_000
@@ -154,6 +154,12 @@ def test_a_release_that_died_before_completing_is_finished_or_rolled_back(spark,
     assert cs.releases(db, "adult")["status"].tolist() == ["completed", "completed"]
     assert not (history_dir(db) / "v3").exists()
     assert db.con.execute("SELECT current FROM crowddb_spark_tables").fetchall() == [(2,)]
+    # another process put release 2 on record while this one was being checked: refused, nothing written
+    monkeypatch.setattr(spark_tables, "next_number", lambda con, name: 2)
+    with pytest.raises(CrowdDBError, match="another process"):
+        cs.anonymize(db, people, 10, name="adult")
+    assert cs.releases(db, "adult")["status"].tolist() == ["completed", "completed"]
+    assert not (history_dir(db) / "v3").exists()
 
 
 def test_bad_requests_are_refused_before_anything_is_written(spark, people, db, tmp_path):  # noqa: F811
