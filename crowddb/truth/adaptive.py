@@ -461,7 +461,8 @@ def stopping_rule(answers: pd.DataFrame, *, target: float = 0.95, max_assignment
     """Fit the worker model on every answer on record (or use the given ``WorkerModel``), give each item its
     posterior and say which items stop.
 
-    An item stops ('done') once its leading posterior reaches ``target`` with at least ``min_assignments`` answers;
+    An item stops ('done') once its leading posterior reaches ``target`` with at least ``min_assignments`` answers
+    (and the fitted model has measured some worker: until then every item needs another answer);
     below it, an item with ``max_assignments`` answers is 'uncertain'. With ``each_item=True`` the rest need one
     more assignment ('more'); by default only those ``result_rule`` picks do (the lowest posteriors, until the
     result's expected accuracy meets the target if they reach it) and the others are 'accepted'.
@@ -506,10 +507,14 @@ def stopping_rule(answers: pd.DataFrame, *, target: float = 0.95, max_assignment
         is_gold = np.zeros(len(objects), bool)
         is_gold[gold_obj] = True
     lead = post.max(axis=1)
-    reached = (lead >= target) & (n_ans >= min_assignments)
+    # ours: a fitted model that has measured nobody (no item with two answers, no gold) knows the workers only by the
+    # prior, so no item stops on it: the next round measures the crowd (a target at or below the prior's 0.8 would
+    # otherwise stop every item after one answer of workers never measured)
+    measured = isinstance(model, WorkerModel) or len(wm.workers) > 0
+    reached = (lead >= target) & (n_ans >= min_assignments) & measured
     capped = n_ans >= max_assignments
     open_ = ~is_gold & ~reached & ~capped
-    more = open_ if each_item else result_rule(lead, open_, ~is_gold, target)
+    more = open_ if each_item or not measured else result_rule(lead, open_, ~is_gold, target)
     status = np.where(is_gold, "gold", np.where(reached, "done", np.where(
         capped, "uncertain", np.where(more, "more", "accepted"))))
     index = pd.Index(objects, name="object")
@@ -728,6 +733,8 @@ def predict_assignments(n_items: int, n_classes: int, *, target: float = 0.95, m
     if qualities is None:
         q = rng.beta(a, b, size=shape)
         basis = f"prior Beta({a:g}, {b:g}), mean accuracy {a / (a + b):.2f} (no history)"
+        # no item stops before the crowd is measured (stopping_rule): every item takes a second answer
+        min_assignments = min(max(min_assignments, 2), int(max_assignments))
     else:
         pool = np.asarray(qualities, dtype=float)
         if pool.ndim != 1 or len(pool) == 0 or not np.isfinite(pool).all() or ((pool < 0) | (pool > 1)).any():

@@ -112,6 +112,13 @@ def test_single_answers_leave_the_workers_at_the_prior():
     for model in ("ds", "one_coin"):
         state = stopping_rule(answers, model=model, target=0.95)
         assert np.allclose(state.confidence, 0.8) and (state.status == "more").all()
+        # nor does an item stop on the prior alone, though 0.8 meets a target of 0.8: nobody was measured yet
+        for each_item in (True, False):
+            low = stopping_rule(answers, model=model, target=0.8, each_item=each_item)
+            assert (low.status == "more").all()
+    # once some item has two answers the workers are measured and the rule applies (a given model: at once)
+    assert (stopping_rule(answers, model=WorkerModel.one_coin({"w0": 0.8, "w1": 0.8, "w2": 0.8}, ["x", "y"]),
+                          target=0.8).status == "done").all()
 
 
 def test_fitted_models_find_the_good_worker_and_use_gold():
