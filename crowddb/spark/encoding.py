@@ -1,6 +1,10 @@
 """A Spark DataFrame's quasi-identifiers checked and coded exactly as crowddb/anonymize/encoding.py codes a pandas
-frame: the driver learns each QI's distinct values (a Spark aggregation: few values, never the rows), and the
-executors turn values into codes batch by batch with Arrow and numpy.
+frame. One pass over the rows (``scan``: Spark groups them by their QI values) leaves the distinct QI combinations
+with their row counts in executors; one small aggregation over those (grouping sets, one per QI) reads everything
+the driver needs: the row count, every QI's NULLs, failed numeric casts and infinities (the local checks' counts),
+its distinct values (with their first appearance for categoricals) and how many rows hold each value (the root's
+histogram). Values are few and never rows. Executors code the combinations with Arrow and numpy (``codes_of``) and
+pack a combination's codes into as few 64-bit words as hold them (``Packing``).
 
 Kinds: Spark numeric types are 'numeric' (codes in sorted value order, the values are the scale); every other type
 is 'categorical', coded in order of first appearance, as locally ("intuitive ordering"). A Spark DataFrame has no
@@ -11,12 +15,14 @@ order of its own: first appearance is read from ``order_by`` when given, else fr
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import math
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -32,6 +38,8 @@ from crowddb.anonymize.encoding import (
 from crowddb.errors import ArgumentError, UnknownColumnError
 
 ORDER = "__crowddb_order"
+CNT = "__crowddb_rows"
+WORD_BITS = 63  # codes packed per signed 64-bit word (never the sign bit)
 
 
 def qi_list(quasi_identifiers) -> list[str]:
@@ -39,9 +47,8 @@ def qi_list(quasi_identifiers) -> list[str]:
     return [quasi_identifiers] if isinstance(quasi_identifiers, str) else list(quasi_identifiers)
 
 
-def validate(df: DataFrame, qis: list[str], k, kinds: dict | None) -> tuple[int, dict[str, str]]:
-    """Raise the local anonymize's errors (encoding.validate's checks, the same functions) for a Spark DataFrame;
-    return its row count and each QI's kind. One Spark aggregation counts the rows and every QI's NULLs (and NaNs, which pandas calls NULL)."""
+def kinds_of(df: DataFrame, qis: list[str], k, kinds: dict | None) -> dict[str, str]:
+    """Each QI's kind, after the local anonymize's checks of names, k and kinds (no Spark job)."""
     if not isinstance(df, DataFrame):
         raise ArgumentError(f"crowddb.spark.anonymize expects a Spark DataFrame, got {type(df).__name__}")
     types = {f.name: f.dataType for f in df.schema.fields}
@@ -53,68 +60,125 @@ def validate(df: DataFrame, qis: list[str], k, kinds: dict | None) -> tuple[int,
     for q, kind in kinds.items():
         if kind not in KINDS:
             raise ArgumentError(f"kind of {q!r} must be one of {KINDS}, got {kind!r}")
-    kind_of = {q: kinds.get(q) or ("numeric" if isinstance(types[q], T.NumericType) else "categorical") for q in qis}
-    aggs = [F.count(F.lit(1)).alias("n")]
-    for j, q in enumerate(qis):
-        null = F.col(q).isNull()
-        if isinstance(types[q], (T.FloatType, T.DoubleType)):
-            null = null | F.isnan(F.col(q))
-        aggs.append(F.sum(null.cast("long")).alias(f"null{j}"))
-        if kind_of[q] == "numeric":
-            x = F.col(q).try_cast("double")  # NULL where Spark's cast fails (ANSI mode would raise)
-            aggs.append(F.sum((x.isNull() & F.col(q).isNotNull()).cast("long")).alias(f"bad{j}"))
-            aggs.append(F.sum(x.isin(float("inf"), float("-inf")).cast("long")).alias(f"inf{j}"))
-    row = df.agg(*aggs).collect()[0]
-    n = int(row["n"])
-    check_size(k, n)
-    for j, q in enumerate(qis):
-        if row[f"null{j}"]:
-            raise null_error(q, row[f"null{j}"])
-        if kind_of[q] == "numeric" and row[f"bad{j}"]:
-            x = F.col(q).try_cast("double")
-            example = df.where(x.isNull() & F.col(q).isNotNull()).select(q).first()[0]
-            raise non_numeric_error(q, example, row[f"bad{j}"])
-        if kind_of[q] == "numeric" and row[f"inf{j}"]:
-            raise non_finite_error(q)
-    return n, kind_of
+    return {q: kinds.get(q) or ("numeric" if isinstance(types[q], T.NumericType) else "categorical") for q in qis}
 
 
-def prepared(df: DataFrame, qis: list[str], kind_of: dict[str, str]) -> list:
-    """The column expressions the executors code: numeric QIs cast to double by Spark (its cast decides what a
-    number is, as the checks in ``validate`` did), the others as they are."""
-    return [F.col(q).cast("double").alias(q) if kind_of[q] == "numeric" else F.col(q) for q in qis]
+def prepared(df: DataFrame, qis: list[str], kind_of: dict[str, str]) -> list[Column]:
+    """The value each QI is coded from: numeric QIs cast to double by Spark (its cast decides what a number is; a
+    failed cast is NULL, which ``scan`` reports), the others as they are."""
+    return [F.col(q).try_cast("double") if kind_of[q] == "numeric" else F.col(q) for q in qis]
 
 
-def learn(df: DataFrame, qis: list[str], kind_of: dict[str, str], order_by: str | None) -> list[QIEncoding]:
-    """One QIEncoding per QI, equal to what encoding.encode_column makes of the same rows: one small Spark
-    aggregation per QI (its distinct values, with their first appearance for categoricals)."""
+def scan(df: DataFrame, qis: list[str], kind_of: dict[str, str], k: int,
+         order_by: str | None) -> tuple[int, int, list[QIEncoding], list[np.ndarray], DataFrame]:
+    """Validate and learn: the row count, the number of distinct QI combinations, one QIEncoding per QI (equal to
+    what encoding.encode_column makes of the same rows), each QI's rows per code, and ``combos``: the distinct QI
+    combinations with their rows (CNT), persisted (the caller unpersists it). Raises the local errors."""
     if order_by is not None and order_by not in df.columns:
         raise UnknownColumnError(f"unknown order_by column {order_by!r}; columns are {df.columns}")
+    types = {f.name: f.dataType for f in df.schema.fields}
+    d = len(qis)
     order = F.col(order_by) if order_by is not None else F.monotonically_increasing_id()
+    # the one full scan before the leaves: Mondrian needs only how many rows share each QI combination
+    combos = (df.select(*qis, order.alias(ORDER)).groupBy(*qis)
+              .agg(F.count(F.lit(1)).alias(CNT), F.min(ORDER).alias(ORDER)).persist(StorageLevel.MEMORY_AND_DISK))
+    vals = [f"__v{j}" for j in range(d)]
+    raws = [f"__r{j}" for j in range(d)]
+    base = combos.select(*[c.alias(v) for c, v in zip(prepared(combos, qis, kind_of), vals)], CNT, ORDER,
+                         *[F.when(F.col(q).isNotNull(), F.col(CNT)).alias(r) for q, r in zip(qis, raws)])
+    # grouping sets over the combinations: every QI's distinct values and rows in one small job
+    rows = base.groupingSets([[v] for v in vals] + [[]], *vals).agg(
+        F.grouping_id().alias("__g"), F.sum(CNT).alias(CNT), F.min(ORDER).alias(ORDER),
+        F.count(F.lit(1)).alias("__combos"), *[F.sum(r).alias(r) for r in raws]).collect()
+    by_set: list[list] = [[] for _ in range(d + 1)]
+    for r in rows:
+        by_set[d - (~r["__g"] & ((1 << d) - 1)).bit_length()].append(r)  # grouping_id: 0 bit = the grouped QI
+    n, n_combos = (by_set[d][0][CNT], by_set[d][0]["__combos"]) if by_set[d] else (0, 0)  # set (): all rows
+    try:
+        check_size(k, n)
+        learned = [_learn(q, kind_of[q], types[q], by_set[j], vals[j], raws[j], combos) for j, q in enumerate(qis)]
+    except Exception:
+        combos.unpersist()
+        raise
+    return n, n_combos, [e for e, _ in learned], [c for _, c in learned], combos
 
-    def one(q: str, col) -> QIEncoding:
-        kind = kind_of[q]
-        if kind == "numeric":
-            uniq = np.array(sorted(r[0] for r in df.select(col).distinct().collect()), dtype=float)
-            integer = bool(np.all(uniq == np.round(uniq)))
-            return QIEncoding(q, kind, list(uniq), uniq.astype(float), integer)
-        if kind == "ordinal":
-            cats = sorted(r[0] for r in df.select(col).distinct().collect())
-        else:  # categorical: order of first appearance
-            firsts = df.select(col, order.alias(ORDER)).groupBy(q).agg(F.min(ORDER).alias(ORDER)).collect()
-            cats = [r[0] for r in sorted(firsts, key=lambda r: r[1])]
-        return QIEncoding(q, kind, cats, np.arange(len(cats), dtype=float), True)
 
-    # one small job per QI, submitted together: each is mostly Spark's fixed cost per job, which they then share
-    with ThreadPoolExecutor(max_workers=min(len(qis), 4)) as pool:
-        return list(pool.map(one, qis, prepared(df, qis, kind_of)))
+def _learn(q: str, kind: str, dtype: T.DataType, rows: list, v: str, raw: str,
+           combos: DataFrame) -> tuple[QIEncoding, np.ndarray]:
+    """One QI's encoding and rows per code from its grouping set's rows (value ``v``, rows CNT, first appearance
+    ORDER, rows whose value was not NULL before the cast ``raw``), after the local checks."""
+    present, nulls, bad, inf = [], 0, 0, False
+    nan_is_null = kind == "numeric" or isinstance(dtype, (T.FloatType, T.DoubleType))
+    for r in rows:
+        x = r[v]
+        if x is None:
+            failed = (r[raw] or 0) if kind == "numeric" else 0  # not NULL, yet Spark's cast to double failed
+            bad, nulls = bad + failed, nulls + r[CNT] - failed
+        elif nan_is_null and isinstance(x, float) and math.isnan(x):
+            nulls += r[CNT]  # pandas calls NaN NULL
+        else:
+            inf = inf or (kind == "numeric" and math.isinf(x))
+            present.append(r)
+    if nulls:
+        raise null_error(q, nulls)
+    if bad:
+        example = combos.where(F.col(q).isNotNull() & F.col(q).try_cast("double").isNull()).select(q).first()[0]
+        raise non_numeric_error(q, example, bad)
+    if inf:
+        raise non_finite_error(q)
+    present.sort(key=(lambda r: r[ORDER]) if kind == "categorical" else (lambda r: r[v]))  # first appearance
+    cats = [r[v] for r in present]
+    counts = np.array([r[CNT] for r in present], np.int64)
+    if kind == "numeric":
+        uniq = np.array(cats, dtype=float)
+        return QIEncoding(q, kind, list(uniq), uniq, bool(np.all(uniq == np.round(uniq)))), counts
+    return QIEncoding(q, kind, cats, np.arange(len(cats), dtype=float), True), counts
 
 
-def codes_of(table: pa.Table | pa.RecordBatch, encs: list[QIEncoding]) -> np.ndarray:
-    """(n, d) int32 codes of one Arrow batch whose QI columns were selected by ``prepared`` (inside executors)."""
-    codes = np.empty((table.num_rows, len(encs)), np.int32)
-    for j, e in enumerate(encs):
-        col = table.column(e.name)
+@dataclass
+class Packing:
+    """Where each QI's code lives: word ``word[j]``, bits ``shift[j]`` up (``bits[j]`` wide)."""
+
+    word: list[int]
+    shift: list[int]
+    bits: list[int]
+
+    @classmethod
+    def of(cls, encs: list[QIEncoding]) -> Packing:
+        word, shift, bits, w, at = [], [], [], 0, 0
+        for e in encs:
+            b = max(int(e.m - 1).bit_length(), 1)
+            if at + b > WORD_BITS:
+                w, at = w + 1, 0
+            word.append(w), shift.append(at), bits.append(b)
+            at += b
+        return cls(word, shift, bits)
+
+    @property
+    def names(self) -> list[str]:
+        return [f"__w{w}" for w in range(max(self.word) + 1)]
+
+    def pack(self, codes: np.ndarray) -> list[np.ndarray]:
+        """The int64 words of (n, d) codes."""
+        words = [np.zeros(len(codes), np.int64) for _ in self.names]
+        for j, (w, s) in enumerate(zip(self.word, self.shift)):
+            words[w] |= codes[:, j].astype(np.int64) << s
+        return words
+
+    def unpack(self, words: list[np.ndarray]) -> np.ndarray:
+        """(n, d) int64 codes from the words' int64 arrays (inside executors)."""
+        out = np.empty((len(words[0]), len(self.word)), np.int64)
+        for j, (w, s, b) in enumerate(zip(self.word, self.shift, self.bits)):
+            np.bitwise_and(words[w] >> s, (1 << b) - 1, out=out[:, j])
+        return out
+
+
+def codes_of(table: pa.Table | pa.RecordBatch, encs: list[QIEncoding], columns: list[str]) -> np.ndarray:
+    """(n, d) int64 codes of one Arrow batch (inside executors) from its ``columns``, the QIs' values as
+    ``prepared`` made them: numbers found in the scale, the others looked up among the categories."""
+    codes = np.empty((table.num_rows, len(encs)), np.int64)
+    for j, (e, name) in enumerate(zip(encs, columns)):
+        col = table.column(name)
         if e.kind == "numeric":
             codes[:, j] = np.searchsorted(e.scale, col.to_numpy(zero_copy_only=False))
         else:

@@ -6,12 +6,19 @@ partition is the same whoever computes it. The top of the tree is therefore comp
 by level, and every partition of at most ``max_partition_rows`` rows is handed whole to the local vectorized Mondrian
 (crowddb/anonymize/mondrian.py) inside an executor, which continues the same recursion from there.
 
+Why the rows are read twice only: a strict cut sends codes <= split left, so rows with equal quasi-identifiers never
+part; Mondrian needs only the distinct QI combinations and how many rows hold each. One aggregation
+(encoding.scan) makes them, validates and learns the encodings from them, and counts the root's histogram; they are
+coded once in executors (packed into 64-bit words) and cached, and every level and the leaves read that small table.
+The release is ``df`` joined with each combination's labels and class (a broadcast join while the combinations are
+few): the second and last pass over the rows, in the JVM, with no Python worker and no shuffle of the rows.
+
 One level of the upper cuts (Mondrian's Anonymize(partition), all open partitions at once):
-1. each executor assigns its rows to the current partitions (the cuts so far, applied with numpy) and emits the
-   partial histogram (partition, dimension, code, count) of its batch;
+1. each executor assigns its combinations to the current partitions (the cuts so far, applied with numpy) and sums,
+   weighted by rows, the histogram (partition, dimension, code, count) of its whole Spark partition;
 2. Spark sums the histograms and, per partition and dimension, reads the exact bounds and the frequency-set median
    (Mondrian's splitVal: the first code whose cumulative count reaches half the partition, floor(n / 2)) with the
-   count of rows up to it, from a running sum in a window;
+   count of rows up to it (on the driver when the summed histogram is small, else from a running sum in a window);
 3. the driver (partitions x dimensions numbers, never rows) picks for each partition the widest dimension (normalized
    range, lowest dimension on exact ties) whose strict cut is allowable (>= k rows on each side), as ChooseDimension
    with the classic fallback to the next widest dimension; a partition without one is an equivalence class.
@@ -33,11 +40,13 @@ from crowddb.anonymize.encoding import QIEncoding
 from crowddb.anonymize.generalize import code_labels
 from crowddb.anonymize.mondrian import mondrian_groups
 from crowddb.errors import ArgumentError
-from crowddb.spark.encoding import codes_of, learn, prepared, qi_list, validate
+from crowddb.spark.encoding import CNT, Packing, codes_of, kinds_of, prepared, qi_list, scan
 
-DEFAULT_PARTITION_ROWS = 500_000  # rows an executor finishes locally: ~100 MB of codes and labels at 8 QIs
+DEFAULT_PARTITION_ROWS = 500_000  # rows an executor finishes locally: ~100 MB of repeated codes at 8 QIs
 CLASS = "class"
 COLLECT_BINS = 2_000_000  # summed histograms up to this many bins are read by the driver (_medians)
+DENSE_BINS = 1 << 22  # histograms up to this many bins (32 MB) are summed in an executor before leaving it
+BROADCAST_COMBOS = 2_000_000  # the release joins the classes of at most this many QI combinations by broadcast
 
 
 class Tree:
@@ -75,29 +84,58 @@ class Tree:
         return pid
 
 
-def _histograms(coded: DataFrame, tree: Tree, open_ids: np.ndarray, widths: np.ndarray) -> DataFrame:
-    """(pid, dim, code, cnt): each executor's partial histograms of every dimension of the open partitions."""
-    n_pid = len(tree.dim)
-    slot = np.full(n_pid, -1, np.int64)
+def _histograms(words: DataFrame, tree: Tree, open_ids: np.ndarray, widths: np.ndarray,
+                packing: Packing) -> DataFrame:
+    """(pid, dim, code, cnt): each executor's histograms of every dimension of the open partitions, from ``words``'
+    packed codes of the distinct QI combinations weighted by their rows (CNT); summed over its whole Spark partition
+    when they fit DENSE_BINS (one small batch per Spark partition), else per batch."""
+    slot = np.full(len(tree.dim), -1, np.int64)
     slot[open_ids] = np.arange(len(open_ids))
-    d = len(widths)
+    d, n_open = len(widths), len(open_ids)
+    base = n_open * np.concatenate(([0], np.cumsum(widths)[:-1]))  # where dimension j's bins start
+    total = int(n_open * widths.sum())
+    names = packing.names
+
+    def rows(idx: np.ndarray, cnt: np.ndarray) -> pa.RecordBatch:
+        dim = np.searchsorted(base, idx, side="right") - 1
+        rel, w = idx - base.take(dim), widths.take(dim)
+        return pa.RecordBatch.from_arrays(
+            [pa.array(open_ids.take(rel // w)), pa.array(dim.astype(np.int32)), pa.array((rel % w).astype(np.int32)),
+             pa.array(cnt.astype(np.int64))], names=["pid", "dim", "code", "cnt"])
 
     def batches(it):
+        acc = np.zeros(total, np.int64) if total <= DENSE_BINS else None
         for batch in it:
-            codes = np.stack([batch.column(j).to_numpy(zero_copy_only=False) for j in range(d)], axis=1)
+            codes = packing.unpack([batch.column(w).to_numpy(zero_copy_only=False) for w in names])
             s = slot.take(tree.assign(codes))
             keep = np.flatnonzero(s >= 0)
             if not len(keep):
                 continue
             s = s.take(keep)
-            for j in range(d):
-                key, cnt = np.unique(s * widths[j] + codes[keep, j], return_counts=True)
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array(open_ids.take(key // widths[j])), pa.array(np.full(len(key), j, np.int32)),
-                     pa.array((key % widths[j]).astype(np.int32)), pa.array(cnt.astype(np.int64))],
-                    names=["pid", "dim", "code", "cnt"])
+            keys = np.concatenate([base[j] + s * widths[j] + codes[keep, j] for j in range(d)])
+            rows_of = np.tile(batch.column(CNT).to_numpy(zero_copy_only=False).take(keep), d).astype(float)
+            if acc is not None and total <= 4 * len(keys):  # bincount costs the bins: worth it when they are few
+                acc += np.bincount(keys, rows_of, minlength=total).astype(np.int64)  # exact: counts < 2**53
+                continue
+            key, inv = np.unique(keys, return_inverse=True)
+            cnt = np.bincount(inv, rows_of).astype(np.int64)
+            if acc is None:
+                yield rows(key, cnt)
+            else:
+                acc[key] += cnt
+        if acc is not None and acc.any():
+            idx = np.flatnonzero(acc)
+            yield rows(idx, acc.take(idx))
 
-    return coded.mapInArrow(batches, "pid long, dim int, code int, cnt long")
+    return words.mapInArrow(batches, "pid long, dim int, code int, cnt long")
+
+
+def _root(counts: list[np.ndarray]) -> np.ndarray:
+    """_medians' rows of the root, from the rows per code that encoding.scan counted (no Spark job)."""
+    return _medians_local(pa.table({
+        "pid": np.zeros(sum(len(c) for c in counts), np.int64),
+        "dim": np.concatenate([np.full(len(c), j, np.int64) for j, c in enumerate(counts)]),
+        "code": np.concatenate([np.arange(len(c)) for c in counts]), "cnt": np.concatenate(counts)}))
 
 
 def _medians(hist: DataFrame, bins: int) -> np.ndarray:
@@ -160,25 +198,61 @@ def _choose(stats: np.ndarray, open_ids: np.ndarray, scales: list[np.ndarray], k
     return size, best, split[rows, best], upto[rows, best], score[rows, best] > 0
 
 
-def _finisher(tree: Tree, encs: list[QIEncoding], k: int, keep: list[str], out_schema: pa.Schema):
-    """The function finishing one leaf partition inside an executor: the local Mondrian from the leaf's rows on,
-    each class generalized to its tight box with the local labels (generalize.code_labels)."""
+def _finisher(encs: list[QIEncoding], packing: Packing, k: int, qis: list[str], max_rows: int,
+              out_schema: pa.Schema):
+    """The function finishing one leaf inside an executor, from the leaf's distinct QI combinations: the local
+    Mondrian on the leaf's rows (each combination repeated as many times as rows hold it), each class generalized to
+    its tight box with the local labels (generalize.code_labels). Strict cuts never separate equal rows, so each
+    combination's class is that of its first copy. Rows (QI values, their labels, class), one per combination."""
     scales = [e.scale for e in encs]
-    d = len(encs)
 
     def finish(table: pa.Table) -> pa.Table:
         leaf = int(table.column("__leaf")[0].as_py())
-        codes = np.stack([table.column(f"__c{j}").to_numpy(zero_copy_only=False) for j in range(d)],
-                         axis=1).astype(np.int64)
-        groups, lo, hi = mondrian_groups(codes, scales, k, strict=True, return_boxes=True)
-        cols = {name: table.column(name) for name in keep}
+        codes = packing.unpack([table.column(w).to_numpy() for w in packing.names])
+        rows = table.column(CNT).to_numpy()
+        if rows.sum() > max_rows:  # left open by Spark only when no cut was allowable: one class, no copies made
+            groups, lo, hi = np.zeros(len(codes), np.int64), codes.min(axis=0)[None], codes.max(axis=0)[None]
+        else:
+            groups, lo, hi = mondrian_groups(np.repeat(codes, rows, axis=0), scales, k, strict=True,
+                                             return_boxes=True)
+            groups = groups.take(np.cumsum(rows) - rows)
+        cols = {q: table.column(q) for q in qis}
         for j, e in enumerate(encs):
             labs, inv, _, _ = code_labels(e, lo[:, j].astype(np.int64), hi[:, j].astype(np.int64))
-            cols[e.name] = pa.array([str(x) for x in labs], pa.string()).take(pa.array(inv.take(groups)))
+            cols[f"__l{j}"] = pa.array([str(x) for x in labs], pa.string()).take(pa.array(inv.take(groups)))
         cols[CLASS] = pa.array((np.int64(leaf) << 32) | groups)
         return pa.Table.from_arrays([cols[f.name] for f in out_schema], schema=out_schema)
 
     return finish
+
+
+def _coded(combos: DataFrame, qis: list[str], kind_of: dict[str, str], encs: list[QIEncoding],
+           packing: Packing) -> DataFrame:
+    """The distinct combinations with their packed codes: (QI values, words, CNT), coded in executors."""
+    d = len(qis)
+    src = combos.select(*qis, *[c.alias(f"__v{j}") for j, c in enumerate(prepared(combos, qis, kind_of))], CNT)
+    schema = T.StructType([src.schema[q] for q in qis] + [T.StructField(w, T.LongType(), False) for w in packing.names]
+                          + [src.schema[CNT]])
+
+    def batches(it):
+        for batch in it:
+            words = packing.pack(codes_of(batch, encs, [f"__v{j}" for j in range(d)]))
+            yield pa.RecordBatch.from_arrays([batch.column(q) for q in qis] + [pa.array(w) for w in words]
+                                             + [batch.column(CNT)], names=schema.names)
+
+    return src.mapInArrow(batches, schema)
+
+
+def _leaves(coded: DataFrame, tree: Tree, packing: Packing) -> DataFrame:
+    """``coded`` with each combination's leaf (``__leaf``): the upper cuts applied in executors."""
+    schema = T.StructType(coded.schema.fields + [T.StructField("__leaf", T.LongType(), False)])
+
+    def batches(it):
+        for batch in it:
+            leaf = tree.assign(packing.unpack([batch.column(w).to_numpy() for w in packing.names]))
+            yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(leaf)], names=schema.names)
+
+    return coded.mapInArrow(batches, schema)
 
 
 def anonymize(df: DataFrame, quasi_identifiers, k: int, *, strict: bool = True, sensitive: str | None = None,
@@ -191,7 +265,8 @@ def anonymize(df: DataFrame, quasi_identifiers, k: int, *, strict: bool = True, 
     Returns ``df``'s columns with each quasi-identifier replaced by its class's label ('[23-35]', '{a,b}', '*'; as
     locally) and a ``class`` column (unique per class, not dense). ``order_by`` names a column that orders the rows
     for categorical codes (first appearance; module docs of crowddb/spark/encoding.py). Partitions of at most
-    ``max_partition_rows`` rows are finished inside one executor each.
+    ``max_partition_rows`` rows are finished inside one executor each. Runs the Spark jobs of the cuts before it
+    returns; the release itself is a join of ``df`` with the classes of its distinct QI combinations.
     """
     if not strict:
         raise ArgumentError("relaxed Mondrian (strict=False) is not supported on Spark yet; use strict=True or "
@@ -209,26 +284,23 @@ def anonymize(df: DataFrame, quasi_identifiers, k: int, *, strict: bool = True, 
     qis = qi_list(quasi_identifiers)
     if CLASS in df.columns:
         raise ArgumentError(f"the input already has a column named {CLASS!r}, which the release adds")
-    n, kind_of = validate(df, qis, k, kinds)
+    kind_of = kinds_of(df, qis, k, kinds)
     k = int(k)
-    encs = learn(df, qis, kind_of, order_by)
-    scales = [e.scale for e in encs]
-    widths = np.array([max(e.m, 1) for e in encs], np.int64)
-    d = len(qis)
-
-    def code_batches(it):
-        for batch in it:
-            codes = codes_of(batch, encs)
-            yield pa.RecordBatch.from_arrays([pa.array(codes[:, j]) for j in range(d)], names=[f"c{j}" for j in range(d)])
-
-    coded = df.select(*prepared(df, qis, kind_of)).mapInArrow(
-        code_batches, ", ".join(f"c{j} int" for j in range(d))).persist(StorageLevel.MEMORY_AND_DISK)
+    n, n_combos, encs, counts, combos = scan(df, qis, kind_of, k, order_by)
+    coded = None
     try:
+        scales = [e.scale for e in encs]
+        widths = np.array([max(e.m, 1) for e in encs], np.int64)
+        packing = Packing.of(encs)
+        # every later job reads the distinct combinations, coded once: never the rows again until the release
+        coded = _coded(combos, qis, kind_of, encs, packing).persist(StorageLevel.MEMORY_AND_DISK)
         tree = Tree()
         # a partition stays open for Spark while it is too big for one executor and may still be cut (>= 2k rows)
         open_ids = np.array([0] if n > max_partition_rows and n >= 2 * k else [], np.int64)
         while len(open_ids):
-            stats = _medians(_histograms(coded, tree, open_ids, widths), len(open_ids) * int(widths.sum()))
+            stats = _root(counts) if tree.depth == 0 else _medians(  # the root's histogram came with scan
+                _histograms(coded.select(*packing.names, CNT), tree, open_ids, widths, packing),
+                len(open_ids) * int(widths.sum()))
             size, best, split, upto, cut = _choose(stats, open_ids, scales, k)
             if not cut.any():
                 break
@@ -236,28 +308,25 @@ def anonymize(df: DataFrame, quasi_identifiers, k: int, *, strict: bool = True, 
             kids = np.concatenate((left, left + 1))
             kid_size = np.concatenate((upto[cut], size[cut] - upto[cut]))
             open_ids = np.sort(kids[(kid_size > max_partition_rows) & (kid_size >= 2 * k)])
+
+        # the leaves, each finished whole by the local Mondrian in one executor: each combination's labels and class
+        lab_fields = ([combos.schema[q] for q in qis] + [T.StructField(f"__l{j}", T.StringType(), False)
+                                                         for j in range(len(qis))]
+                      + [T.StructField(CLASS, T.LongType(), False)])
+        lab_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in lab_fields])
+        classes = (_leaves(coded, tree, packing).groupBy("__leaf")
+                   .applyInArrow(_finisher(encs, packing, k, qis, max_partition_rows, lab_schema),
+                                 T.StructType(lab_fields)))
+        # computed now and kept by the returned DataFrame (freed with it), so the caches can go
+        classes = classes.localCheckpoint(eager=True)
     finally:
-        coded.unpersist()
-
-    # the leaves, each finished whole by the local Mondrian in one executor
-    keep = [c for c in df.columns if c not in qis]
-    fields = {f.name: f for f in df.schema.fields}
-    out_fields = [fields[c] if c in keep else T.StructField(c, T.StringType(), False) for c in df.columns]
-    out = T.StructType(out_fields + [T.StructField(CLASS, T.LongType(), False)])
-    arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in out.fields])
-
-    def leaf_batches(it):
-        for batch in it:
-            codes = codes_of(batch, encs)
-            extra = [pa.array(tree.assign(codes))] + [pa.array(codes[:, j]) for j in range(d)]
-            names = batch.schema.names + ["__leaf"] + [f"__c{j}" for j in range(d)]
-            yield pa.RecordBatch.from_arrays(batch.columns + extra, names=names)
-
-    src = df.select(*[c for c in df.columns if c not in qis], *prepared(df, qis, kind_of))
-    with_leaf = T.StructType(src.schema.fields + [T.StructField("__leaf", T.LongType(), False)]
-                             + [T.StructField(f"__c{j}", T.IntegerType(), False) for j in range(d)])
-    return (src.mapInArrow(leaf_batches, with_leaf).groupBy("__leaf")
-            .applyInArrow(_finisher(tree, encs, k, keep, arrow_schema), out))
+        combos.unpersist()
+        if coded is not None:
+            coded.unpersist()
+    small = n_combos <= BROADCAST_COMBOS  # a hash table in every executor; else Spark shuffles both sides
+    released = df.join(F.broadcast(classes) if small else classes, on=qis)  # equal values: Spark's equality
+    label = {q: f"__l{j}" for j, q in enumerate(qis)}
+    return released.select(*[F.col(label[c]).alias(c) if c in label else F.col(c) for c in df.columns], CLASS)
 
 
 def _arrow_type(dt: T.DataType) -> pa.DataType:

@@ -129,3 +129,42 @@ def test_bad_requests_raise_the_local_errors(spark, adult):
     text = spark.createDataFrame(pa.table({"age": pa.array(["30", "forty", "40", "50"])}))
     with pytest.raises(ArgumentError, match="non-numeric value 'forty'"):
         cs.anonymize(text, ["age"], 2, kinds={"age": "numeric"})
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_resampled_adult_deep_spark_tree_equals_local(spark, frame, monkeypatch, dense):
+    """200,000 rows (Adult resampled, age and education_num jittered as bench/spark.py does) with partitions of at
+    most 12,000 rows: Spark's histograms make several levels of upper cuts (more than 8 leaves need a tree at least
+    4 deep, the root's cut aside), summed per Spark partition (dense) or emitted per Arrow batch (not dense)."""
+    import crowddb.spark as cs
+    import crowddb.spark.mondrian as sm
+
+    if not dense:
+        monkeypatch.setattr(sm, "DENSE_BINS", 0)
+    rng = np.random.default_rng(3)
+    n = 200_000
+    big = frame.iloc[rng.integers(0, len(frame), n)].reset_index(drop=True)
+    for c, w in (("age", 2), ("education_num", 1)):
+        big[c] = np.clip(big[c].to_numpy() + rng.integers(-w, w + 1, n), frame[c].min(), frame[c].max())
+    big["id"] = np.arange(n)
+    df = spark.createDataFrame(pa.Table.from_pandas(big, preserve_index=False)).repartition(3)
+    out = cs.anonymize(df, QIS, 10, order_by="id", max_partition_rows=12_000).toArrow().to_pandas()
+    release = local_anonymize(big, QIS, 10)
+    assert _partition(out["id"], out["class"]) == _partition(big["id"], release.groups)
+    leaves, leaf_rows = np.unique(out["class"].to_numpy() >> 32, return_counts=True)
+    assert len(leaves) > 8 and leaf_rows.max() <= 12_000
+    assert (out.set_index("id").loc[big["id"], QIS].astype(str).to_numpy()
+            == release.table[QIS].astype(str).to_numpy()).all()
+
+
+def test_every_cut_made_by_spark(spark, adult, frame):
+    """max_partition_rows=1: Spark cuts until no cut is allowable, and every leaf is then one class, labelled
+    without the local Mondrian (its rows are never repeated in an executor)."""
+    import crowddb.spark as cs
+
+    out = cs.anonymize(adult, QIS, 50, order_by="id", max_partition_rows=1).toArrow().to_pandas()
+    release = local_anonymize(frame, QIS, 50)
+    assert _partition(out["id"], out["class"]) == _partition(frame["id"], release.groups)
+    assert (out["class"].to_numpy() & 0xFFFFFFFF == 0).all()  # one class per leaf
+    assert (out.set_index("id").loc[frame["id"], QIS].astype(str).to_numpy()
+            == release.table[QIS].astype(str).to_numpy()).all()
