@@ -96,13 +96,18 @@ def declare_roles(db: Any, name: str, df: DataFrame, *, quasi_identifiers, key: 
     return declared
 
 
-def roles(db: Any, name: str) -> dict[str, Any]:
-    """The declared roles of the Spark table ``name`` (ArgumentError when none are)."""
-    found = spark_tables.table(_con(db), _check_name(name))
+def _declared(con, name: str) -> tuple[dict[str, Any], str, int | None]:
+    """(roles, history folder, current release) of the Spark table ``name``; ArgumentError when it has no roles."""
+    found = spark_tables.table(con, _check_name(name))
     if found is None:
         raise ArgumentError(f"spark:{name} has no declared roles: crowddb.spark.declare_roles(db, {name!r}, df, "
                             "quasi_identifiers=[...], key='id') first")
-    return found[0]
+    return found
+
+
+def roles(db: Any, name: str) -> dict[str, Any]:
+    """The declared roles of the Spark table ``name`` (ArgumentError when none are)."""
+    return _declared(_con(db), name)[0]
 
 
 def releases(db: Any, name: str):
@@ -126,7 +131,7 @@ def recover(db: Any, name: str, spark: SparkSession) -> list[tuple[int, str]]:
     completion): a version written whole is completed, any other is removed with its record. Returns (release_no,
     'completed' | 'rolled back') per pending release."""
     con = _con(db)
-    history = spark_tables.table(con, name)[1]
+    history = _declared(con, name)[1]
     done = []
     for no in spark_tables.pending(con, name):
         fs, path = _fs(spark, _version(history, no))
@@ -183,16 +188,15 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
     dropped from the release unless ``keep_key``; the release is checkpointed, so what the ledger records is what
     the caller reads."""
     con = _con(db)
-    name = _check_name(name)
-    declared = roles(db, name)
-    qis, key = declared["quasi_identifiers"], declared["key"]
     if not isinstance(df, DataFrame):
         raise ArgumentError(f"spark:{name}: release expects the table's Spark DataFrame, got {type(df).__name__}")
+    spark = df.sparkSession
+    recover(db, name, spark)  # (refuses a table without roles) a pending release is finished or rolled back first
+    declared, history, current = _declared(con, name)
+    qis, key = declared["quasi_identifiers"], declared["key"]
     missing = [c for c in [*qis, key] if c not in df.columns]
     if missing:
         raise UnknownColumnError(f"spark:{name}: the DataFrame has no column(s) {missing} its roles name")
-    spark = df.sparkSession
-    recover(db, name, spark)
     n, distinct, nulls = df.agg(F.count(F.lit(1)), F.countDistinct(key), F.count(F.when(F.col(key).isNull(), 1))
                                 ).collect()[0]
     if nulls or distinct != n:
@@ -201,7 +205,6 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
     released = anonymize(df, qis, k, strict=strict, kinds=declared["kinds"] or None, order_by=order_by,
                          max_partition_rows=max_partition_rows).localCheckpoint()
     k = int(k)
-    _, history, current = spark_tables.table(con, name)
     number = spark_tables.next_number(con, name)
     before = (spark.read.schema(_HISTORY).parquet(_version(history, current)) if current is not None
               else spark.createDataFrame([], _HISTORY))
@@ -218,8 +221,8 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
             spark_tables.begin(con, name, number, k, qis)
         except duckdb.ConstraintException:
             raise CrowdDBError(f"spark:{name}: another process put release {number} of this table on record "
-                                   "while this one was checked; nothing of this one was written. Run it again: it "
-                                   "is checked against that release then") from None
+                               "while this one was checked; nothing of this one was written. Run it again: it is "
+                               "checked against that release then") from None
         after.write.mode("overwrite").parquet(_version(history, number))  # write-ahead: pending until written whole
         spark_tables.complete(con, name, number)
     finally:

@@ -165,6 +165,8 @@ def test_a_release_that_died_before_completing_is_finished_or_rolled_back(spark,
 def test_bad_requests_are_refused_before_anything_is_written(spark, people, db, tmp_path):  # noqa: F811
     with pytest.raises(ArgumentError, match="declare_roles"):
         cs.anonymize(db, people, 10, name="adult")
+    with pytest.raises(ArgumentError, match="declare_roles"):
+        cs.recover(db, "adult", spark)
     with pytest.raises(UnknownColumnError, match="no column"):
         cs.declare_roles(db, "adult", people, quasi_identifiers=["agee"], key="id")
     with pytest.raises(ArgumentError, match="key must name"):
