@@ -514,7 +514,8 @@ def stopping_rule(answers: pd.DataFrame, *, target: float = 0.95, max_assignment
     reached = (lead >= target) & (n_ans >= min_assignments) & measured
     capped = n_ans >= max_assignments
     open_ = ~is_gold & ~reached & ~capped
-    more = open_ if each_item or not measured else result_rule(lead, open_, ~is_gold, target)
+    more = (open_ if each_item or not measured
+            else result_rule(lead, open_, ~is_gold, target, must=n_ans < min_assignments))
     status = np.where(is_gold, "gold", np.where(reached, "done", np.where(
         capped, "uncertain", np.where(more, "more", "accepted"))))
     index = pd.Index(objects, name="object")
@@ -524,21 +525,23 @@ def stopping_rule(answers: pd.DataFrame, *, target: float = 0.95, max_assignment
                      bool(each_item))
 
 
-def result_rule(lead: np.ndarray, open_: np.ndarray, counted: np.ndarray, target: float) -> np.ndarray:
+def result_rule(lead: np.ndarray, open_: np.ndarray, counted: np.ndarray, target: float,
+                must: np.ndarray | None = None) -> np.ndarray:
     """Which open items get one more answer so that the result's expected accuracy (the mean leading posterior of
-    the ``counted`` items) meets ``target``: none if it does already; else the open items in ascending posterior
-    (ties: the item listed first), as few as make the mean reach the target when each of them is counted at the
-    target (ours: each bought item keeps going until it reaches the target or its cap, and the rule is read again
-    after every round, on the posteriors it then has). All open items when even that falls short (items at their
-    cap below the target). Sums are rounded to 1e-9 before the comparison: a decision must not hang on the last bit
-    of a float sum."""
+    the ``counted`` items) meets ``target``: the open items in ``must`` (below min_assignments) whatever the mean,
+    then none if the mean is met already; else the other open items in ascending posterior (ties: the item listed
+    first), as few as make the mean reach the target when each item asked is counted at the target (ours: each bought
+    item keeps going until it reaches the target or its cap, and the rule is read again after every round, on the
+    posteriors it then has). All open items when even that falls short (items at their cap below the target). Sums
+    are rounded to 1e-9 before the comparison: a decision must not hang on the last bit of a float sum."""
     lead = np.asarray(lead, dtype=float)
     open_ = np.asarray(open_, dtype=bool)
-    more = np.zeros(len(lead), bool)
-    slack = float(np.sum(lead[np.asarray(counted, dtype=bool)] - target))  # sum_i (p_i - target) >= 0: mean met
-    if round(slack, 9) >= 0 or not open_.any():
+    more = open_ & (np.zeros(len(lead), bool) if must is None else np.asarray(must, dtype=bool))
+    # sum_i (p_i - target) >= 0: the mean is met (the items asked anyway counted at the target)
+    slack = float(np.sum(lead[np.asarray(counted, dtype=bool)] - target) + np.sum(target - lead[more]))
+    if round(slack, 9) >= 0 or not (open_ & ~more).any():
         return more
-    idx = np.flatnonzero(open_)
+    idx = np.flatnonzero(open_ & ~more)
     order = idx[np.lexsort((idx, lead[idx]))]  # lowest posterior first; ties: the item listed first
     after = np.round(slack + np.cumsum(target - lead[order]), 9)  # the slack once the first j are counted at target
     enough = np.flatnonzero(after >= 0)
@@ -786,7 +789,8 @@ def _simulate_stops(q: np.ndarray, draw: np.ndarray, wrong: np.ndarray, k: int, 
             uncertain = float((live & ~stops).mean())
             stops = live.copy()
         elif not each_item:  # the items result_rule does not ask again stop as they are
-            stops |= live & ~result_rule(lead, live & ~stops, np.ones(shape[0], bool), target)
+            stops |= live & ~result_rule(lead, live & ~stops, np.ones(shape[0], bool), target,
+                                         must=np.full(shape[0], t + 1 < min_assignments))
         correct[stops] = argmax_rows(post[stops]) == 0
         stop_at[stops] = t + 1
         live &= ~stops

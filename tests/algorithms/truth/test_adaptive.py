@@ -87,6 +87,19 @@ def test_the_result_rule_accepts_items_below_the_target():
     assert state.expected_accuracy == pytest.approx((6 / 7 + 0.9 + 0.6) / 3, abs=1e-12)
     assert stopping_rule(answers, target=0.8, max_assignments=3, model=ONE_COIN).status[4] == "more"
     assert stopping_rule(answers, target=0.78, max_assignments=3, model=ONE_COIN, each_item=True).status[4] == "more"
+    # min_assignments=2: items 3 and 4 have one answer each, so both are asked, though the mean meets .78
+    assert stopping_rule(answers, target=0.78, max_assignments=3, model=ONE_COIN, min_assignments=2
+                         ).status.to_dict() == {1: "done", 3: "more", 4: "more"}
+
+
+def test_result_rule_asks_the_items_it_must_and_counts_them_at_the_target():
+    lead = np.array([0.99, 0.99, 0.99, 0.8, 0.6])
+    # item 3 (.8) must be asked: -.13 + .1 = -.03, so the lowest other open item (.6) is asked too
+    assert result_rule(lead, lead < 0.9, np.ones(5, bool), 0.9, must=np.array([0, 0, 0, 1, 0], bool)).tolist() == [
+        False, False, False, True, True]
+    # at .75 the mean is met: only the item that must is asked; a must that is not open is not
+    assert result_rule(lead, lead < 0.9, np.ones(5, bool), 0.75, must=np.array([1, 0, 0, 1, 0], bool)).tolist() == [
+        False, False, False, True, False]
 
 
 def test_full_confusion_with_class_prior_by_hand():
