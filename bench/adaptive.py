@@ -2,7 +2,8 @@
 adaptive stopping rule with and without quality-aware assignment, on real answer sets by replay and on simulated
 crowds.
 
-    python bench/adaptive.py [--seeds 3] [--quick] [--answers a.csv --truth t.csv [--only-given]] [--plot DIR]
+    python bench/adaptive.py [--seeds 3] [--quick] [--answers a.csv --truth t.csv [--only-given]] [--sets NAME]
+                             [--sql] [--plot DIR]
 
 Data: ../shared/data/crowd/d_product (binary, 3 answers per task: "fixed 5" is all 3 there) and adultcontent2
 (4 classes, ~8 answers per task, accuracy on its 333 gold tasks; the gold is not shown to the model), both replayed
@@ -20,6 +21,11 @@ Policies (all over the same replayed crowd, a new seeded session each):
 - adaptive+QA: the same rule; each round workers arrive in a seeded random order and each takes up to 5 of the
   uncertain items where its answer helps most (QASCA's accuracy benefit; on a replay, among the items it has a
   recorded answer to).
+With --sql, every replayed set also goes through SQL (ReplayCrowd behind crowddb.connect, seed 0): fixed-5 MV and DS
+(assignments := 5), and accuracy := 0.95 without and with quality-aware assignment (ReplayCrowd(offers=False) and
+the default, which honours crowddb's offers: a HIT built for a worker gets that worker's recorded answers, the seeded
+order where the worker has none; offer_kept is the share of the offered HITs' answers that came from the offered
+worker).
 The goals (issue 28): the accuracy of fixed-5 DS with at most 60% of its answers; with at most its answers, 2 points
 above it where it is below 0.95; accuracy 0.95 measuring between 0.94 and 0.97 on the simulated crowds.
 """
@@ -210,8 +216,11 @@ def main() -> None:
     ap.add_argument("--truth", type=Path, action="append", default=[],
                     help="its ground truth: a CSV of task, truth (a header row), for some or all tasks")
     ap.add_argument("--only-given", action="store_true", help="replay only the --answers sets")
-    ap.add_argument("--sql", action="store_true", help="also run the simulated crowds' replays through SQL "
-                                                       "(getposition(*, accuracy := 0.95)), seed 0")
+    ap.add_argument("--sets", action="append", default=[],
+                    help="run only the data sets whose name contains this (e.g. d_product); repeatable")
+    ap.add_argument("--sql", action="store_true", help="also run every replayed set through SQL, seed 0: fixed-5 "
+                                                       "MV and DS, accuracy := 0.95 without and with quality-aware "
+                                                       "assignment")
     ap.add_argument("--plot", default=None, help="directory for PNGs of accuracy against answers bought, one per "
                                                  "data set (needs the plot extra: matplotlib)")
     args = ap.parse_args()
@@ -230,6 +239,9 @@ def main() -> None:
     sims = ([] if args.only_given else
             [(f"sim Adult occ. Beta{q}", *simulated(q, seed=42), q) for q in ((8.0, 2.0), (3.0, 2.0))])
     sets += [(n, a, t) for n, a, t, _ in sims]
+    if args.sets:
+        sets = [s for s in sets if any(part in s[0] for part in args.sets)]
+        sims = [s for s in sims if any(part in s[0] for part in args.sets)]
     rows: list[dict] = []
     for name, answers, truth in sets:
         t0 = time.perf_counter()
@@ -275,9 +287,11 @@ def main() -> None:
     if args.sql:
         print()
         print("through SQL (ReplayCrowd behind crowddb.connect), seed 0, beside the algorithm layer's mean")
-        for name, answers, truth, _ in sims:
+        for name, answers, truth in sets:
+            t0 = time.perf_counter()
             sql = pd.DataFrame(through_sql(name, answers, truth, seed=0))
-            print(sql.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+            print(f"  {name} through SQL: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+            print(sql.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep=""))
     print()
     print("prediction (explain()) vs bought, adaptive target 0.95 max 9, seed 0")
     for name, answers, truth, q in sims:
@@ -290,32 +304,58 @@ def main() -> None:
                   f"measured acc {r['accuracy']:.3f}")
 
 
+class _OffersSeen(ReplayCrowd):
+    """A replayed crowd that keeps the offers crowddb posted (hit_id, worker_id), to measure how many it kept."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.offers: list[pd.DataFrame] = []
+
+    def publish(self, batch, *, knowledge=None) -> None:
+        if batch.offer is not None and len(batch.offer):
+            self.offers.append(batch.offer)
+        super().publish(batch, knowledge=knowledge)
+
+
 def through_sql(name: str, answers: pd.DataFrame, truth: pd.Series, seed: int, max_assignments: int = 9
                 ) -> list[dict]:
-    """The same replayed crowd behind SQL: ``getposition(task, accuracy := 0.95)`` (the result's target and each
-    item's) and a fixed 5 assignments, beside the algorithm-layer policy of the same name (quality-aware assignment
-    needs a platform that lets crowddb choose; a replay serves recorded answers: none here)."""
+    """The same replayed crowd behind SQL: fixed 5 assignments (majority vote and Dawid-Skene over the same
+    answers: the second query is served from the record) and ``getposition(task, accuracy := 0.95)`` (the result's
+    target and each item's) on a replay that ignores offers and, "+QA", on one that honours them (quality-aware
+    assignment: later rounds built per worker, ``PER_WORKER`` items a HIT as at the algorithm layer)."""
     import crowddb
 
     classes = sorted(pd.unique(answers["answer"]).astype(str).tolist())
     domain = "[" + ", ".join("'" + c.replace("'", "''") + "'" for c in classes) + "]"
-    rows = []
-    calls = [("SQL fixed-5 DS", "assignments := 5, method := 'ds'"),
-             ("SQL adaptive t=0.95", f"accuracy := 0.95, max_assignments := {max_assignments}"),
-             ("SQL each item t=0.95", f"accuracy := 0.95, each_item := true, max_assignments := {max_assignments}")]
+    target = f"accuracy := 0.95, max_assignments := {max_assignments}, tuples_per_hit := {PER_WORKER}"
+    calls = [([("SQL fixed-5 MV", "assignments := 5, method := 'mv'"),
+               ("SQL fixed-5 DS", "assignments := 5, method := 'ds'")], False),
+             ([("SQL adaptive t=0.95", target)], False),
+             ([("SQL adaptive+QA t=0.95", target)], True),
+             ([("SQL each item t=0.95", f"{target}, each_item := true")], False),
+             ([("SQL each item+QA t=0.95", f"{target}, each_item := true")], True)]
     answers = answers.astype({"task": str, "answer": str})  # the published task id is text
     truth = pd.Series(truth.astype(str).to_numpy(), index=truth.index.astype(str))
     tasks = pd.DataFrame({"task": pd.unique(answers["task"])})
-    for label, args in calls:
-        t0 = time.perf_counter()
-        crowd = ReplayCrowd(answers, seed=seed, task_column="task")
+    rows = []
+    for queries, offers in calls:
+        crowd = _OffersSeen(answers, seed=seed, task_column="task", offers=offers)
         with crowddb.connect(platform=crowd, seed=seed, progress=False) as db:
             db.load_frame("tasks", tasks)
-            got = db.sql(f"SELECT task, getposition(task, domain := {domain}, {args}) AS label FROM tasks").df()
-            bought = int(db.sql("SELECT count(*) FROM crowddb_answers").fetchall()[0][0])
-        pred = pd.Series(got["label"].to_numpy(), index=got["task"].to_numpy())
-        rows.append({"dataset": name, "policy": label, "answers": bought, "per_item": bought / len(tasks),
-                     "accuracy": accuracy(pred, truth.astype(str)), "seconds": time.perf_counter() - t0})
+            for label, args in queries:  # a later query of the same connection is served from the record
+                t0 = time.perf_counter()
+                got = db.sql(f"SELECT task, getposition(task, domain := {domain}, {args}) AS label FROM tasks").df()
+                seconds = time.perf_counter() - t0
+                bought = db.sql("SELECT hit_id, worker_id FROM crowddb_answers").df()
+                pred = pd.Series(got["label"].to_numpy(), index=got["task"].to_numpy())
+                kept = np.nan
+                if crowd.offers:  # the offered HITs' answers that came from the worker each was offered to
+                    offered = pd.concat(crowd.offers, ignore_index=True).drop_duplicates("hit_id")
+                    on = bought.merge(offered, on="hit_id", suffixes=("", "_offered"))
+                    kept = float((on["worker_id"] == on["worker_id_offered"]).mean()) if len(on) else np.nan
+                rows.append({"dataset": name, "policy": label, "answers": len(bought),
+                             "per_item": len(bought) / len(tasks), "accuracy": accuracy(pred, truth),
+                             "offer_kept": kept, "seconds": seconds})
     return rows
 
 

@@ -8,10 +8,16 @@ seeded order (:meth:`ReplayCrowd.ask`), or the answer of the worker an assignmen
 recorded answers are all served has no more to give: asking for more returns fewer rows, never an invented answer.
 
 As a ``Platform`` (HITs posted by crowddb): each published item names its task in ``task_column``; every assignment
-slot of a HIT gets, for each item, the next recorded answer in the seeded order. What a recorded set cannot give: a
-HIT of several items answered by one person (the record has no HITs), so the answers of one assignment may come from
-different recorded workers (each answer carries its own worker_id; the assignment's worker_id is that of its first
-item); pick-a-row (group) items are served only if the recorded answers are row numbers.
+slot of a HIT gets, for each item, the next recorded answer in the seeded order. The replay lets crowddb choose who
+answers (``offers_to_workers``, as the simulated crowd does; an accuracy target's quality-aware rounds): a HIT named in
+``HitBatch.offer`` (one or more rows per HIT: its workers in the order offered) gives each of its items the recorded
+answer of the first offered worker who answered that item in the record and has not been served for it yet (for a
+HIT of several assignments, the first ones). What a record cannot give: an answer nobody recorded, so an item none
+of the offered workers has a remaining recorded answer to falls back to the seeded order; on a sparse record (each
+worker answered a few percent of the tasks) most offers fall back. Nor a HIT of several items answered by one person
+(the record has no HITs), so the answers of one assignment may come from different recorded workers (each answer
+carries its own worker_id; the assignment's worker_id is that of its first item); pick-a-row (group) items are
+served only if the recorded answers are row numbers.
 """
 
 from __future__ import annotations
@@ -35,16 +41,20 @@ _SERVED = ["task", "worker", "answer"]
 
 class ReplayCrowd(Platform):
     """Serve the recorded ``answers`` (columns ``task``, ``worker``, ``answer``; a worker's repeated answer to one
-    task keeps the last) as a crowd; ``truth``: task -> right answer where known (scores the workers)."""
+    task keeps the last) as a crowd; ``truth``: task -> right answer where known (scores the workers).
+    ``offers=False``: posted HITs ignore ``HitBatch.offer`` and take the seeded order (crowddb then sees a platform
+    that does not let it choose: an accuracy target without quality-aware assignment, to compare against)."""
 
     name = "replay"
-    #: a worker's recorded answer to a task is served once per session, so no worker answers an item twice: what an
-    #: accuracy target's ``HitBatch.exclude`` asks for holds without reading it
+    #: a worker's recorded answer to a task is served once per session, and a pair in ``HitBatch.exclude`` (an
+    #: answer on record from an earlier session over the same database) is not served: no worker answers an item twice
     excludes_workers = True
+    #: a HIT offered to workers gives each item the recorded answer of the first offered worker who has one left
+    offers_to_workers = True
 
     def __init__(self, answers: pd.DataFrame, truth: pd.Series | Mapping[Any, Any] | None = None, *,
                  seed: int | np.random.Generator | None = None, task: str = "task", worker: str = "worker",
-                 answer: str = "answer", task_column: str | None = None) -> None:
+                 answer: str = "answer", task_column: str | None = None, offers: bool = True) -> None:
         answer_columns(answers, {"task": task, "worker": worker, "answer": answer}, "the recorded answers")
         if len(answers) == 0:
             raise EmptyInputError("the recorded answer set is empty: there is nothing to replay")
@@ -64,8 +74,13 @@ class ReplayCrowd(Platform):
                 raise ArgumentError("truth names a task twice; give one right answer per task")
             self.truth = t
         self.task_column = task_column
+        if not isinstance(offers, (bool, np.bool_)):
+            raise ArgumentError(f"offers must be True or False, got {offers!r}")
+        self.offers_to_workers = bool(offers)
+        self._worker_text: pd.Series | None = None  # text -> worker code, as crowddb names workers (lazily)
         self._pending: dict[str, HitBatch] = {}
-        self._collected: dict[str, Collected] = {}
+        self._collected: dict[str, int] = {}  # hit_id -> index into _parts (what its collection served)
+        self._parts: list[Collected] = []
         self.reset(seed)
 
     # ------------------------------------------------------------ the session
@@ -78,9 +93,12 @@ class ReplayCrowd(Platform):
         self._rec_task = self._task_codes[order]
         self._start = np.searchsorted(self._rec_task, np.arange(len(self._tasks) + 1))
         self._served = np.zeros(len(order), bool)  # over the ordered records
+        # (task, worker) -> ordered position: one record per pair, so the index is unique
+        self._by_key = pd.Index(self._rec_task.astype(np.int64) * len(self._workers) + self._worker_codes[order])
         self._log: list[np.ndarray] = []  # served records (ordered positions), in serving order
         self._pending.clear()
         self._collected.clear()
+        self._parts = []
 
     @property
     def tasks(self) -> pd.Index:
@@ -120,14 +138,21 @@ class ReplayCrowd(Platform):
         if not (isinstance(n, (int, np.integer)) and n >= 1):
             raise ArgumentError(f"n must be a positive integer, got {n!r}")
         pos = self._task_positions(tasks)
-        want = np.bincount(pos, minlength=len(self._tasks)) * int(n)
+        return self._frame(self._take(np.bincount(pos, minlength=len(self._tasks)) * int(n)))
+
+    def _take(self, want: np.ndarray, blocked: np.ndarray | None = None) -> np.ndarray:
+        """Serve, per task code, the next ``want[task]`` open records in the seeded order (fewer where fewer are
+        left), skipping those ``blocked`` (a mask over the ordered records); returns their ordered positions,
+        ascending (so grouped by task, in the seeded order within each)."""
         open_ = ~self._served & (want[self._rec_task] > 0)
+        if blocked is not None:
+            open_ &= ~blocked
         before = np.concatenate(([0], np.cumsum(open_)[:-1]))  # open records before each one
         rank = before - before[self._start[self._rec_task]]  # ... within its task
         take = np.flatnonzero(open_ & (rank < want[self._rec_task]))
         self._served[take] = True
         self._log.append(take)
-        return self._frame(take)
+        return take
 
     def available(self, tasks: Sequence[Any] | None = None) -> pd.DataFrame:
         """The (task, worker) pairs recorded and not yet served (of ``tasks``, or all): whom a policy may name."""
@@ -150,9 +175,7 @@ class ReplayCrowd(Platform):
         key = t.astype(np.int64) * len(self._workers) + w
         if len(np.unique(key)) < len(key):
             raise ArgumentError("a (task, worker) pair is listed twice: a worker answers a task at most once")
-        rec_key = (self._rec_task.astype(np.int64) * len(self._workers) + self._worker_codes[self._order])
-        by_key = pd.Index(rec_key)  # unique: one record per (task, worker)
-        pos = by_key.get_indexer(key)
+        pos = self._by_key.get_indexer(key)
         if (pos < 0).any():
             i = int(np.flatnonzero(pos < 0)[0])
             raise ArgumentError(f"worker {self._workers[w[i]]!r} has no recorded answer to task {self._tasks[t[i]]!r}; "
@@ -205,29 +228,106 @@ class ReplayCrowd(Platform):
         missing = [h for h in hit_ids if h not in self._pending and h not in self._collected]
         if missing:
             raise UnknownHITError(f"HITs never published here: {missing[:5]}")
-        for hit_id in hit_ids:
+        wanted = list(dict.fromkeys(hit_ids))
+        fresh: dict[int, tuple[HitBatch, list[str]]] = {}
+        for hit_id in wanted:
             if hit_id in self._pending:
-                self._collect_one(hit_id)
-        got = [self._collected[h] for h in hit_ids]
+                batch = self._pending[hit_id]
+                fresh.setdefault(id(batch), (batch, []))[1].append(hit_id)
+        for batch, ids in fresh.values():  # one vectorized step per published batch
+            self._collect_batch(batch, ids)
+        parts = [self._parts[i] for i in sorted({self._collected[h] for h in wanted})]
+        if not parts:  # nothing asked for
+            return Collected(pd.DataFrame(columns=["assignment_id", "hit_id", "worker_id"]),
+                             pd.DataFrame(columns=["assignment_id", "hit_id", "item_no", "worker_id", "answer"]))
+        assignments = pd.concat([p.assignments for p in parts], ignore_index=True)
+        answers = pd.concat([p.answers for p in parts], ignore_index=True)
+        # collected again: the same rows (nothing is served twice), in the order the HITs were asked for
+        at = pd.Index(wanted)
+        assignments = assignments[assignments["hit_id"].isin(at)]
+        answers = answers[answers["hit_id"].isin(at)]
+        assignments = assignments.iloc[np.argsort(at.get_indexer(assignments["hit_id"]), kind="stable")]
+        answers = answers.iloc[np.argsort(at.get_indexer(answers["hit_id"]), kind="stable")]
         if progress is not None:
             progress(len(hit_ids))
-        return Collected(pd.concat([g.assignments for g in got], ignore_index=True),
-                         pd.concat([g.answers for g in got], ignore_index=True))
+        return Collected(assignments.reset_index(drop=True), answers.reset_index(drop=True))
 
-    def _collect_one(self, hit_id: str) -> None:
-        batch = self._pending.pop(hit_id)
-        hit = batch.hits.loc[batch.hits["hit_id"] == hit_id].iloc[0]
-        items = batch.items.loc[batch.items["hit_id"] == hit_id].drop_duplicates("item_no")
-        n = int(hit["assignments"])
-        tasks = items[self._column(batch)].to_numpy(dtype=object)
-        served = self.ask(tasks, n)  # every (task, slot): the next recorded answer of a new worker
-        slot = served.groupby("task", sort=False).cumcount().to_numpy() + 1
-        item_of = pd.Series(items["item_no"].to_numpy(), index=pd.Index(tasks)).drop_duplicates()
-        hit_ids = np.full(len(served), hit_id, dtype=object)
-        aid = pd.Series(hit_ids) + "-A" + pd.Series(slot).astype(str)
-        answers = pd.DataFrame({"assignment_id": aid.to_numpy(), "hit_id": hit_ids,
-                                "item_no": item_of.reindex(served["task"]).to_numpy(),
-                                "worker_id": served["worker"].to_numpy(), "answer": served["answer"].to_numpy()})
-        answers = answers.sort_values(["assignment_id", "item_no"], kind="stable").reset_index(drop=True)
+    def _codes(self, workers: pd.Series) -> np.ndarray:
+        """Worker codes of the workers crowddb names (as text, the way it stores them); -1 for a worker not in the
+        record, or whose text another recorded worker shares (1 and "1": it cannot tell them apart)."""
+        if self._worker_text is None:
+            text = pd.Series(np.arange(len(self._workers)), index=self._workers.astype(str))
+            self._worker_text = text[~text.index.duplicated(keep=False)]
+        return self._worker_text.reindex(workers.astype(str).to_numpy()).fillna(-1).to_numpy(np.int64)
+
+    def _collect_batch(self, batch: HitBatch, ids: list[str]) -> None:
+        """Serve every assignment of the HITs ``ids`` of one batch at once: per item, the HIT's offered workers in
+        order (each answer the recorded one of the first offered worker who has one left for that item), then the
+        seeded order for the slots still open; pairs in ``batch.exclude`` are never served."""
+        col = self._column(batch)
+        items = batch.items[batch.items["hit_id"].isin(ids)].drop_duplicates(["hit_id", "item_no"])
+        hit_of = items["hit_id"].to_numpy(dtype=object)
+        hits = batch.hits.drop_duplicates("hit_id")
+        need = hits["assignments"].to_numpy(np.int64)[pd.Index(hits["hit_id"]).get_indexer(hit_of)]
+        task = self._task_positions(items[col].to_numpy(dtype=object)).astype(np.int64)
+        n_workers = len(self._workers)
+        blocked = np.zeros(len(self._served), bool)
+        if batch.exclude is not None and len(batch.exclude):
+            # an answer on record (an earlier session over this database) blocks its (task, worker) for every item of
+            # that task here: the record holds one answer per pair
+            ex = batch.exclude
+            at = pd.MultiIndex.from_arrays([items["hit_id"], items["item_no"]]).get_indexer(
+                pd.MultiIndex.from_arrays([ex["hit_id"], ex["item_no"]]))
+            w = self._codes(ex["worker_id"])
+            ok = (at >= 0) & (w >= 0)
+            pos = self._by_key.get_indexer(task[at[ok]] * n_workers + w[ok])
+            blocked[pos[pos >= 0]] = True
+        got = np.zeros(len(items), np.int64)  # answers served per item so far
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (item, ordered position, slot)
+        offer = batch.offer if self.offers_to_workers else None
+        if offer is not None and len(offer):
+            offer = offer[offer["hit_id"].isin(ids)]
+            rank = offer.groupby("hit_id", sort=False).cumcount().to_numpy()
+            codes = self._codes(offer["worker_id"])
+            offer_hit = offer["hit_id"].to_numpy(dtype=object)
+            for r in range(int(rank.max()) + 1 if len(offer) else 0):  # a HIT's few offered workers, in order
+                at = pd.Index(offer_hit[rank == r]).get_indexer(hit_of)
+                w = np.where(at >= 0, codes[rank == r][at], -1)
+                cand = np.flatnonzero((w >= 0) & (got < need))
+                pos = self._by_key.get_indexer(task[cand] * n_workers + w[cand])
+                ok = pos >= 0
+                ok[ok] = ~self._served[pos[ok]] & ~blocked[pos[ok]]
+                pos, first = np.unique(pos[ok], return_index=True)  # two items of one task: one record, one item
+                cand = cand[ok][first]
+                self._served[pos] = True
+                self._log.append(pos)
+                got[cand] += 1
+                parts.append((cand, pos, got[cand]))
+        # the slots still open: the seeded order, the needs in task order (the HIT's items in order within a task)
+        # meeting the served records in task order
+        left = need - got
+        item = np.repeat(np.arange(len(items)), left)
+        slot = got[item] + 1 + np.arange(len(item)) - np.repeat(np.cumsum(left) - left, left)
+        by_task = np.argsort(task[item], kind="stable")
+        item, slot = item[by_task], slot[by_task]
+        t = task[item]
+        take = self._take(np.bincount(t, minlength=len(self._tasks)), blocked)
+        rank_in_task = np.arange(len(t)) - np.searchsorted(t, t)
+        keep = rank_in_task < np.bincount(self._rec_task[take], minlength=len(self._tasks))[t]
+        parts.append((item[keep], take, slot[keep]))
+        item, pos, slot = (np.concatenate(p) for p in zip(*parts))
+        rec = self._order[pos]
+        hit = hit_of[item]
+        answers = pd.DataFrame({"assignment_id": (pd.Series(hit, dtype=object) + "-A"
+                                                  + pd.Series(slot).astype(str)).to_numpy(),
+                                "hit_id": hit, "item_no": items["item_no"].to_numpy()[item],
+                                "worker_id": np.asarray(self._workers, dtype=object)[self._worker_codes[rec]],
+                                "answer": self._answers[rec]})
+        order = np.lexsort((answers["item_no"].to_numpy(), slot, pd.Index(ids).get_indexer(hit)))
+        answers = answers.iloc[order].reset_index(drop=True)
+        # an assignment is named after the worker of its first item (the record has no HITs; see the module)
         assignments = answers.drop_duplicates("assignment_id")[["assignment_id", "hit_id", "worker_id"]]
-        self._collected[hit_id] = Collected(assignments.reset_index(drop=True), answers)
+        self._parts.append(Collected(assignments.reset_index(drop=True), answers))
+        for hit_id in ids:
+            del self._pending[hit_id]
+            self._collected[hit_id] = len(self._parts) - 1

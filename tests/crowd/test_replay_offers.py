@@ -1,0 +1,185 @@
+"""ReplayCrowd lets crowddb choose who answers (issue 28): a HIT offered to workers gives each item the recorded answer
+of the first offered worker who has one left for it, the seeded order where none has, never one worker twice on an
+item; through SQL an accuracy target's quality-aware rounds are then answered by the workers crowddb picked."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+import crowddb
+from crowddb.crowd import HitBatch, ReplayCrowd
+from crowddb.errors import ArgumentError
+
+# by hand: a did not answer t3, d did not answer t2
+RECORD = pd.DataFrame([("t1", "a", "x"), ("t1", "b", "y"), ("t1", "c", "z"), ("t1", "d", "x"),
+                       ("t2", "a", "y"), ("t2", "b", "y"), ("t2", "c", "x"),
+                       ("t3", "b", "z"), ("t3", "c", "z"), ("t3", "d", "y")], columns=["task", "worker", "answer"])
+RECORDED = {(t, w): a for t, w, a in RECORD.itertuples(index=False)}
+
+
+def hit_batch(tasks, offer=None, assignments=1, hit_id="h1", exclude=None):
+    """One HIT of ``tasks`` (item_no 1, 2, ...), offered to the workers ``offer`` in that order."""
+    hits = pd.DataFrame({"hit_id": [hit_id], "run_id": "r", "question": "q", "domain": [("x", "y", "z")],
+                         "assignments": assignments, "reward": 0.1, "fee_rate": 0.2})
+    items = pd.DataFrame({"hit_id": hit_id, "item_no": range(1, len(tasks) + 1), "row_no": 1, "task": tasks})
+    offered = None if offer is None else pd.DataFrame({"hit_id": hit_id, "worker_id": offer})
+    return HitBatch(hits, items, ["task"], offer=offered, exclude=exclude)
+
+
+def served(crowd, batch):
+    """(item_no, assignment slot, worker, answer) of the batch's one HIT, in item order."""
+    crowd.publish(batch)
+    got = crowd.collect(batch.hits["hit_id"].tolist()).answers
+    slot = got["assignment_id"].str.rsplit("-A", n=1).str[1].astype(int)
+    return sorted(zip(got["item_no"], slot, got["worker_id"], got["answer"]))
+
+
+def seeded(tasks, n=1, seed=5):
+    """What the seeded order serves a fresh session (the fallback's expectation, through ``ask``, another path)."""
+    got = ReplayCrowd(RECORD, seed=seed).ask(tasks, n)
+    return list(zip(got["task"], got["worker"], got["answer"]))
+
+
+def test_the_replay_declares_that_crowddb_chooses_and_lists_the_recorded_workers():
+    crowd = ReplayCrowd(RECORD, seed=5)
+    assert crowd.offers_to_workers is True and crowd.excludes_workers is True
+    assert crowd.workers()["worker_id"].tolist() == ["a", "b", "c", "d"]
+    assert ReplayCrowd(RECORD, offers=False).offers_to_workers is False
+    with pytest.raises(ArgumentError, match="offers must be True or False"):
+        ReplayCrowd(RECORD, offers="yes")
+
+
+@pytest.mark.parametrize(("offer", "expected"), [
+    (["c", "a"], [(1, 1, "c", "z"), (2, 1, "c", "x")]),
+    (["a", "c"], [(1, 1, "a", "x"), (2, 1, "a", "y")]),
+    (["d", "a"], [(1, 1, "d", "x"), (2, 1, "a", "y")]),  # d never answered t2: the next offered worker, a
+    (["b"], [(1, 1, "b", "y"), (2, 1, "b", "y")]),
+])
+def test_the_offered_order_decides_which_recorded_answer_comes_back(offer, expected):
+    assert served(ReplayCrowd(RECORD, seed=5), hit_batch(["t1", "t2"], offer)) == expected
+
+
+def test_a_hit_of_several_assignments_takes_the_offered_workers_in_order_then_the_seeded_order():
+    # t1 has 4 recorded answers: b and a as offered, then the seeded order's first of c and d
+    crowd = ReplayCrowd(RECORD, seed=5)
+    got = served(crowd, hit_batch(["t1"], ["b", "a"], assignments=3))
+    rest = [(w, a) for t, w, a in seeded(["t1"], 4) if w not in ("a", "b")]
+    assert got == [(1, 1, "b", "y"), (1, 2, "a", "x"), (1, 3, *rest[0])]
+
+
+def test_an_item_no_offered_worker_can_answer_falls_back_to_the_seeded_order():
+    # d answered t3 but not t2; zz is not in the record at all
+    got = served(ReplayCrowd(RECORD, seed=5), hit_batch(["t2", "t3"], ["d"]))
+    assert got == [(1, 1, *seeded(["t2"])[0][1:]), (2, 1, "d", "y")]
+    got = served(ReplayCrowd(RECORD, seed=5), hit_batch(["t1", "t2", "t3"], ["zz"]))
+    assert [(w, a) for _, _, w, a in got] == [(w, a) for _, w, a in seeded(["t1", "t2", "t3"])]
+    # a replay that does not let crowddb choose ignores the offer
+    got = served(ReplayCrowd(RECORD, seed=5, offers=False), hit_batch(["t1", "t2", "t3"], ["c"]))
+    assert [(w, a) for _, _, w, a in got] == [(w, a) for _, w, a in seeded(["t1", "t2", "t3"])]
+    assert seeded(["t1", "t2", "t3"]) != [("t1", "c", "z"), ("t2", "c", "x"), ("t3", "c", "z")]  # seed 5 differs
+
+
+def test_a_worker_is_never_served_twice_for_one_item():
+    crowd = ReplayCrowd(RECORD, seed=5)
+    assert served(crowd, hit_batch(["t1"], ["c"], hit_id="h1")) == [(1, 1, "c", "z")]
+    # offered c again on t1: c's answer is served already, so the seeded order's first other worker
+    again = served(crowd, hit_batch(["t1"], ["c"], hit_id="h2"))
+    first_other = next((w, a) for t, w, a in seeded(["t1"], 4) if w != "c")
+    assert again == [(1, 1, *first_other)]
+    # two items of one task in one HIT offered to a: a answers one of them, the other gets another worker
+    twice = served(ReplayCrowd(RECORD, seed=5), hit_batch(["t1", "t1"], ["a"]))
+    assert twice[0] == (1, 1, "a", "x") and twice[1][2] != "a" and RECORDED[("t1", twice[1][2])] == twice[1][3]
+    # offered everyone on every task until the record runs out: each recorded answer exactly once
+    crowd = ReplayCrowd(RECORD, seed=5)
+    seen = []
+    for i in range(6):
+        got = served(crowd, hit_batch(["t1", "t2", "t3"], ["d", "c", "b", "a"], hit_id=f"r{i}"))
+        seen += [(["t1", "t2", "t3"][item - 1], w, a) for item, _, w, a in got]
+    assert sorted(seen) == sorted(RECORD.itertuples(index=False, name=None))
+    assert crowd.remaining().sum() == 0
+
+
+def test_a_pair_in_exclude_is_not_served_even_when_offered():
+    # an answer on record from an earlier session over the same database: a has answered t1 already
+    exclude = pd.DataFrame({"hit_id": ["h1"], "item_no": [1], "worker_id": ["a"]})
+    got = served(ReplayCrowd(RECORD, seed=5), hit_batch(["t1"], ["a"], exclude=exclude))
+    assert got == [(1, 1, *next((w, a) for t, w, a in seeded(["t1"], 4) if w != "a"))]
+
+
+def test_collecting_again_serves_nothing_new_and_known_is_unchanged():
+    crowd = ReplayCrowd(RECORD, seed=5)
+    batch = hit_batch(["t1", "t2"], ["c"])
+    crowd.publish(batch)
+    assert crowd.known(["h1", "h9"]) == {"h1"}
+    first = crowd.collect(["h1"])
+    again = crowd.collect(["h1"])
+    pd.testing.assert_frame_equal(first.answers, again.answers)
+    pd.testing.assert_frame_equal(first.assignments, again.assignments)
+    assert crowd.remaining().sum() == len(RECORD) - 2
+
+
+# ---------------------------------------------------------------------------------------------- through SQL
+
+TASKS = [f"t{i:02d}" for i in range(16)]
+TRUTH = dict(zip(TASKS, ["x", "y"] * 8))
+# by hand: g is always right, each n-worker wrong on its own 4 tasks; everyone answered every task (a dense record:
+# every offer can be honoured)
+WRONG = {"g": set(), "n1": {0, 1, 2, 3}, "n2": {4, 5, 6, 7}, "n3": {8, 9, 10, 11}, "n4": {12, 13, 14, 15}}
+DENSE = pd.DataFrame([(t, w, ({"x": "y", "y": "x"}[TRUTH[t]] if i in bad else TRUTH[t]))
+                      for w, bad in WRONG.items() for i, t in enumerate(TASKS)], columns=["task", "worker", "answer"])
+RECORDED_DENSE = {(t, w): a for t, w, a in DENSE.itertuples(index=False)}
+
+
+class Spy(ReplayCrowd):
+    """Keeps the offers crowddb posted, to check the answers against."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.offers: list[pd.DataFrame] = []
+
+    def publish(self, batch, *, knowledge=None) -> None:
+        if batch.offer is not None:
+            self.offers.append(batch.offer)
+        super().publish(batch, knowledge=knowledge)
+
+
+def accuracy_target(offers):
+    crowd = Spy(DENSE, seed=0, task_column="task", offers=offers)
+    with crowddb.connect(platform=crowd, seed=1, progress=False) as db:
+        db.load_frame("tasks", pd.DataFrame({"task": TASKS}))
+        result = db.sql("SELECT task, getposition(task, domain := ['x', 'y'], accuracy := 0.95, "
+                        "max_assignments := 4, tuples_per_hit := 4) AS label FROM tasks ORDER BY task").df()
+        got = db.sql("SELECT a.hit_id, a.item_no, i.content, a.worker_id, a.answer FROM crowddb_answers a "
+                     "JOIN crowddb_hit_items i USING (hit_id, item_no) ORDER BY a.hit_id, a.item_no").df()
+        report = db.last_report[-1]
+    got["task"] = got["content"].map(lambda c: json.loads(c)["task"])
+    offered = pd.concat(crowd.offers, ignore_index=True) if crowd.offers else None
+    return result, got, report, offered
+
+
+def test_an_accuracy_target_through_sql_is_answered_by_the_workers_it_picks():
+    result, got, report, offered = accuracy_target(offers=True)
+    plain, plain_got, plain_report, plain_offered = accuracy_target(offers=False)
+    assert plain_offered is None  # without offers crowddb builds rounds anyone may take
+    assert offered is not None and report["rounds"] > 2
+    # every answer of an offered HIT is the recorded answer of the worker it was offered to (crowddb never offers
+    # an item to a worker who answered it, and in a dense record that worker has the answer): from the record alone
+    later = got.merge(offered, on="hit_id", suffixes=("", "_offered"))
+    assert len(later) == int(got["hit_id"].isin(offered["hit_id"]).sum()) > 0
+    assert later["worker_id"].tolist() == later["worker_id_offered"].tolist()
+    assert later["answer"].tolist() == [RECORDED_DENSE[(t, w)] for t, w in zip(later["task"], later["worker_id"])]
+    # round 1 is the same seeded order either way; from round 2 on the workers differ: with quality-aware
+    # assignment the always-right g answers more of them (15 of 41 answers against 11 of 48, measured)
+    first = got[~got["hit_id"].isin(offered["hit_id"])]
+    assert first[["hit_id", "item_no", "worker_id"]].to_numpy().tolist() == plain_got.loc[
+        plain_got["hit_id"].isin(first["hit_id"]), ["hit_id", "item_no", "worker_id"]].to_numpy().tolist()
+    assert int((got["worker_id"] == "g").sum()) > int((plain_got["worker_id"] == "g").sum())
+    assert [report["answers"], int((got["worker_id"] == "g").sum())] == [41, 15]
+    assert [plain_report["answers"], int((plain_got["worker_id"] == "g").sum())] == [48, 11]
+    for res in (result, plain):
+        assert (res["label"] == res["task"].map(TRUTH)).all()
+    assert not got.duplicated(["task", "worker_id"]).any() and not plain_got.duplicated(["task", "worker_id"]).any()
+
