@@ -32,10 +32,13 @@ from crowddb.store import composition
 
 
 def release(n: int, size: int) -> composition.Planned:
-    """All n rows cut into consecutive classes of ``size`` rows, each class's box printed like a generalized QI."""
-    lo = np.arange(0, n, size)
-    texts = pd.Series(lo).astype(str).str.cat(pd.Series(lo + size - 1).astype(str), sep="-").to_numpy(dtype=object)
-    return composition.planned(np.arange(n, dtype=np.int64), texts, np.arange(n) // size)
+    """All n rows cut into consecutive classes of ``size`` rows (the last takes what is left over, so none is
+    smaller), each class's box printed like a generalized QI."""
+    classes = max(n // size, 1)
+    lo = np.arange(classes) * size
+    hi = np.append(lo[1:] - 1, n - 1)
+    texts = pd.Series(lo).astype(str).str.cat(pd.Series(hi).astype(str), sep="-").to_numpy(dtype=object)
+    return composition.planned(np.arange(n, dtype=np.int64), texts, np.minimum(np.arange(n) // size, classes - 1))
 
 
 def timed(f, repeat: int = 3) -> float:

@@ -283,7 +283,8 @@ class Planner:
         if traced_table is not None and rows.row_refs is not None:
             # a repeat of the release served last time (same request, rows, values and ledger): nothing to widen,
             # plan or box again (``repeats``)
-            asked, state = repeats.request(named, rows.columns, rows.types, roles), composition.version(self.con)
+            asked = repeats.request(named, rows.columns, rows.types, roles)
+            state = composition.version(self.con, traced_table)
             repeat = repeats.find(self.con, traced_table, asked, rows.row_refs, rows.snapshot, state)
             rows = self._widened_input(rows, query, traced_table, named) if repeat is None else rows
             rows.repeat = repeat

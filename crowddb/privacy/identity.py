@@ -130,7 +130,9 @@ class Identities:
     def resolve(self, parts: tuple[str, ...]) -> TableId | None:
         key = tuple(p.lower() for p in parts)
         if key not in self._seen:
-            self._seen[key] = self._resolve(parts)
+            found = self._seen[key] = self._resolve(parts)
+            if found is not None:  # its catalog-qualified spelling names the same relation (``TableId.ref``)
+                self._seen.setdefault((found.catalog.lower(), found.schema.lower(), found.name.lower()), found)
         return self._seen[key]
 
     def _resolve(self, parts: tuple[str, ...]) -> TableId | None:

@@ -32,6 +32,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._duck import registered
 from .._resources import catalog_ddl
@@ -45,15 +46,18 @@ TABLES = ("crowddb_ledger", "crowddb_published", "crowddb_ledger_rows", "crowddb
 BOX_SEPARATOR = "\x1f"  # between the published texts of a row's quasi-identifiers (never in rendered text)
 
 
-def box_text(shown: pd.DataFrame, quasi_identifiers: list[str]) -> np.ndarray:
+def box_text(shown: pd.DataFrame, quasi_identifiers: list[str]) -> pa.Array:
     """Each row's published box: its quasi-identifiers' published texts, in ``quasi_identifiers`` order (sorted by
     name, so two releases that list them differently write the same text)."""
-    names = sorted(quasi_identifiers)
-    if not names:
-        return np.full(len(shown), "", dtype=object)
-    text = (shown[names[0]].astype(str).str.cat([shown[n].astype(str) for n in names[1:]], sep=BOX_SEPARATOR)
-            if len(names) > 1 else shown[names[0]].astype(str))
-    return text.to_numpy(dtype=object)
+    return box_texts([shown[n].astype(str).to_numpy(dtype=object) for n in sorted(quasi_identifiers)], len(shown))
+
+
+def box_texts(columns: list, rows: int) -> pa.Array:
+    """The box of each of ``rows`` rows from its quasi-identifiers' printed texts, one array per quasi-identifier in
+    name order (``box_text``): joined by Arrow, not a Python string per row."""
+    if not columns:
+        return pa.array([""] * rows, pa.string())
+    return pc.binary_join_element_wise(*(pa.array(c, pa.string()) for c in columns), BOX_SEPARATOR)
 
 
 class Planned(NamedTuple):
@@ -82,15 +86,18 @@ def planned(rows: np.ndarray, boxes: np.ndarray, index: np.ndarray | None = None
     box (a later knock-out round shows a row as round 1 did)."""
     rows = np.asarray(rows, dtype=np.int64)
     if index is None:
-        index, boxes = pd.factorize(pd.Series(boxes, dtype=object))
+        index, boxes = pd.factorize(pd.Series(boxes.to_numpy(zero_copy_only=False) if isinstance(boxes, pa.Array)
+                                              else boxes, dtype=object))
+    texts = boxes if isinstance(boxes, pa.Array) else pa.array([str(b) for b in boxes], pa.string())
     first = np.flatnonzero(~pd.Series(rows).duplicated().to_numpy())  # (numpy 2's np.unique is slow on 1M ids)
-    texts = [str(b) for b in boxes]
     refs, ids = rows[first], np.asarray(index, dtype=np.int64)[first]
-    per_box = pd.util.hash_array(np.asarray(texts, dtype=object)) if texts else np.zeros(0, dtype=np.uint64)
+    # (boxes are distinct texts: pandas' default categorize=True would factorize them first, 5x slower, same hashes)
+    per_box = (pd.util.hash_array(texts.to_numpy(zero_copy_only=False), categorize=False) if len(texts)
+               else np.zeros(0, dtype=np.uint64))
     pairs = pd.util.hash_array(pd.util.hash_array(refs) ^ per_box[ids])
     fingerprint = f"{len(refs)}:{int(pairs.sum(dtype=np.uint64))}:{int(np.bitwise_xor.reduce(pairs, initial=0))}"
     return Planned(pa.table({"row_ref": refs, "box_id": ids}),
-                   pa.table({"box_id": np.arange(len(texts), dtype=np.int64), "box": pa.array(texts, pa.string())}),
+                   pa.table({"box_id": np.arange(len(texts), dtype=np.int64), "box": texts}),
                    fingerprint, signature(list(quasi_identifiers)))
 
 
@@ -98,18 +105,24 @@ def check(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, rows
     """Refuse (PrivacyError) a release of ``table`` with promise ``k`` publishing ``rows`` (row_ref, box; None: the
     release's rows cannot be tied to the table's) if some published row's history class would fall below its k.
     Returns the earlier release it repeats exactly (same rows, same boxes), if any: it shows nothing new."""
-    now, ledger = identity(con, table), links.root(con, table)
+    now, ledger = _identified(con, table)
     return _check(con, ledger, release, k, rows, _past(con, ledger, release, now))
 
 
 def identity(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """How the ledger tells ``table``'s rows apart (``_identified``)."""
+    return _identified(con, table)[0]
+
+
+def _identified(con: duckdb.DuckDBPyConnection, table: str) -> tuple[str, str]:
     """How the ledger tells ``table``'s rows apart (``privacy.tracing.row_identity``): 'key:<column>' or 'rowid'. A table
     that shares another's ledger (``links``) tells its rows apart as its root does when it holds the root's key
-    unchanged; else its rows cannot be tied to the root's, and its releases are refused."""
+    unchanged; else its rows cannot be tied to the root's, and its releases are refused. Also the root (whose
+    ledger the table's releases go in)."""
     key = roles_of(con, table).key
     ledger = links.root(con, table)
     if ledger == table.lower():
-        return f"key:{key.lower()}" if key else "rowid"
+        return (f"key:{key.lower()}" if key else "rowid"), ledger
     through = links.carried(con, table) or {}
     stored = con.execute("SELECT identity FROM crowddb_ledger_tables WHERE table_name = ?", [ledger]).fetchall()
     root_key = stored[0][0].partition(":")[2] if stored and stored[0][0].startswith("key:") else None
@@ -118,7 +131,7 @@ def identity(con: duckdb.DuckDBPyConnection, table: str) -> str:
         with contextlib.suppress(CrowdDBError):  # (the root may be gone: renamed away, dropped)
             root_key = (roles_of(con, ledger).key or "").lower() or root_key
     if key and root_key and through.get(key.lower()) == root_key:
-        return f"key:{root_key}"
+        return f"key:{root_key}", ledger
     raise PrivacyError(
         f"the rows of {display(table)!r} are rows of {display(ledger)!r} (made or filled from them, or renamed), "
         f"whose privacy ledger they share, but {display(table)!r} does not hold {display(ledger)!r}'s key unchanged, "
@@ -138,13 +151,16 @@ class Past(NamedTuple):
         return self.number is not None
 
 
-def _past(con: duckdb.DuckDBPyConnection, table: str, release: str, now: str) -> Past:
+def _past(con: duckdb.DuckDBPyConnection, table: str, release: str, now: str, stored: str | None = None) -> Past:
     """The table's earlier releases and this release's number if it is on record already (``Past``). Refuses when
     the table's rows are told apart (``now``: ``identity``) otherwise than when its first release was recorded (a key
-    declared, dropped or changed since): its rows' histories would not meet."""
-    stored = con.execute("SELECT identity FROM crowddb_ledger_tables WHERE table_name = ?", [table]).fetchall()
-    if stored and stored[0][0] != now:
-        raise PrivacyError(f"{display(table)!r}'s rows were told apart by {stored[0][0]} in its releases on record and by "
+    declared, dropped or changed since): its rows' histories would not meet. ``stored``: that first identity, when
+    the caller has read it."""
+    if stored is None:
+        found = con.execute("SELECT identity FROM crowddb_ledger_tables WHERE table_name = ?", [table]).fetchall()
+        stored = found[0][0] if found else now
+    if stored != now:
+        raise PrivacyError(f"{display(table)!r}'s rows were told apart by {stored} in its releases on record and by "
                            f"{now} now (its key was declared or changed since): the privacy ledger cannot follow "
                            "them; declare the key it had")
     rows = con.execute("SELECT release, traceable, fingerprint, k, release_no FROM crowddb_ledger WHERE table_name = ? "
@@ -231,12 +247,13 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
     the ledger, folded into the rows' histories. Called inside the transaction that records the release's HITs (or
     its row in crowddb_releases), which is retried when another connection's release of the same rows commits
     first: check and record are one step, so two concurrent releases are never both judged against the same past."""
-    now, table = identity(con, table), links.root(con, table)  # a copy's rows are its root's (``links``)
+    now, table = _identified(con, table)  # a copy's rows are its root's (``links``)
     # first: releases of one table are serialized (a concurrent one conflicts here and is retried, then checked
-    # against this one's rows)
-    con.execute("INSERT INTO crowddb_ledger_tables VALUES (?, 1, ?) ON CONFLICT (table_name) DO UPDATE SET "
-                "releases = crowddb_ledger_tables.releases + 1", [table, now]).fetchall()
-    past = _past(con, table, release, now)
+    # against this one's rows); the identity its first release was recorded under comes back
+    ((stored,),) = con.execute(
+        "INSERT INTO crowddb_ledger_tables VALUES (?, 1, ?) ON CONFLICT (table_name) DO UPDATE SET "
+        "releases = crowddb_ledger_tables.releases + 1 RETURNING identity", [table, now]).fetchall()
+    past = _past(con, table, release, now, stored)
     repeats = _check(con, table, release, k, rows, past)
     if past.continuing:  # a later round of a crowd run may add rows: the release is no longer what its fingerprint says
         con.execute("UPDATE crowddb_ledger SET fingerprint = NULL WHERE release_no = ?", [past.number]).fetchall()
@@ -249,8 +266,8 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
              repeats, rows.quasi_identifiers if rows is not None else None]).fetchall()[0][0]
     if rows is None or not len(rows) or repeats is not None:  # a repeat is on record by reference
         return
-    rows = _numbered(con, number, rows, past.continuing)
-    with registered(con, __crowd_planned=rows.rows, __crowd_entries=_entries(con, release, rows)):
+    rows, per_box = _numbered(con, number, rows, past.continuing, release)
+    with registered(con, __crowd_planned=rows.rows, __crowd_entries=_entries(rows, per_box)):
         params = [table, int(k), number]
         if not past.earlier and not past.continuing:  # the table's first release: each row's history is its entry
             con.execute(_FIRST, params).fetchall()
@@ -262,14 +279,10 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
                        if past.continuing else ""), [number]).fetchall()
 
 
-def _entries(con: duckdb.DuckDBPyConnection, release: str, rows: Planned) -> pa.Table:
+def _entries(rows: Planned, per_box: dict[str, np.ndarray]) -> pa.Table:
     """Each row's ledger entry (``_entry``: a 128-bit hash of the release and its box, as two 64-bit halves ``hi``,
-    ``lo``) beside its identity and box id: hashed once per box by DuckDB, handed to each row of the box by numpy
-    (a join of a million rows to their boxes costs more than the hashes)."""
-    with registered(con, __crowd_boxes=rows.boxes):
-        per_box = con.execute(
-            f"SELECT box_id, (h >> 64)::UBIGINT AS hi, (h & {2 ** 64 - 1}::UHUGEINT)::UBIGINT AS lo "
-            f"FROM (SELECT box_id, {_entry('?')} AS h FROM __crowd_boxes)", [release]).fetchnumpy()
+    ``lo``, ``per_box``: ``_box_entries``) beside its identity and box id: hashed once per box by DuckDB, handed to
+    each row of the box by numpy (a join of a million rows to their boxes costs more than the hashes)."""
     ids = rows.rows.column("box_id").to_numpy()
     hi = np.zeros(int(per_box["box_id"].max(initial=-1)) + 1, dtype=np.uint64)
     lo = hi.copy()
@@ -277,15 +290,22 @@ def _entries(con: duckdb.DuckDBPyConnection, release: str, rows: Planned) -> pa.
     return pa.table({"row_ref": rows.rows.column("row_ref"), "hi": hi[ids], "lo": lo[ids], "box_id": ids})
 
 
-def _numbered(con: duckdb.DuckDBPyConnection, number: int, rows: Planned, continuing: bool) -> Planned:
+def _box_entries(release: str) -> str:
+    """The SQL of each box's entry as its two 64-bit halves (``_entry``, ``release`` a literal of ours)."""
+    h = _entry("'" + release.replace("'", "''") + "'")  # (RETURNING takes no parameters; a string literal)
+    return f"({h} >> 64)::UBIGINT AS hi, ({h} & {2 ** 64 - 1}::UHUGEINT)::UBIGINT AS lo"
+
+
+def _numbered(con: duckdb.DuckDBPyConnection, number: int, rows: Planned, continuing: bool, release: str
+              ) -> tuple[Planned, dict[str, np.ndarray]]:
     """Put the boxes of ``rows`` on record as boxes of release ``number`` (one row per text) and return ``rows`` with
     the box ids they are stored under. A first round's boxes keep their ids; a later round's text shown by an earlier
-    round keeps that round's id (one box, one id), and a new text is numbered after the release's others."""
-    if not continuing:
+    round keeps that round's id (one box, one id), and a new text is numbered after the release's others. Also each
+    box's entry (``_box_entries``: box_id, hi, lo), by the statement that stores it when it is new."""
+    if not continuing:  # (the entries by the INSERT's RETURNING: one statement, one registration)
         with registered(con, __crowd_boxes=rows.boxes):
-            con.execute("INSERT INTO crowddb_ledger_boxes SELECT ?, box_id, box FROM __crowd_boxes",
-                        [number]).fetchall()
-        return rows
+            return rows, con.execute("INSERT INTO crowddb_ledger_boxes SELECT ?, box_id, box FROM __crowd_boxes "
+                                     f"RETURNING box_id, {_box_entries(release)}", [number]).fetchnumpy()
     stored = con.execute("SELECT box, box_id FROM crowddb_ledger_boxes WHERE release_no = ?", [number]).fetchall()
     ids = dict(stored)
     texts = rows.boxes.column("box").to_pylist()  # (a round's boxes: one per class, not per row)
@@ -299,9 +319,11 @@ def _numbered(con: duckdb.DuckDBPyConnection, number: int, rows: Planned, contin
     stored_id = np.array([ids[t] for t in texts], dtype=np.int64)
     box_ids = stored_id[rows.rows.column("box_id").to_numpy()]
     shown = list(dict.fromkeys(texts))
-    return Planned(pa.table({"row_ref": rows.rows.column("row_ref"), "box_id": box_ids}),
+    rows = Planned(pa.table({"row_ref": rows.rows.column("row_ref"), "box_id": box_ids}),
                    pa.table({"box_id": np.array([ids[t] for t in shown], dtype=np.int64),
                              "box": pa.array(shown, pa.string())}), rows.fingerprint, rows.quasi_identifiers)
+    with registered(con, __crowd_boxes=rows.boxes):
+        return rows, con.execute(f"SELECT box_id, {_box_entries(release)} FROM __crowd_boxes").fetchnumpy()
 
 
 def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi_identifiers: list[str], k: int
@@ -375,14 +397,17 @@ _NEWEST = ("crowddb_row_history h LEFT JOIN crowddb_ledger l ON l.release_no = h
            "LEFT JOIN crowddb_ledger_boxes b ON b.release_no = h.last_release_no AND b.box_id = h.last_box_id")
 
 
-def version(con: duckdb.DuckDBPyConnection) -> tuple:
-    """The ledger's state as counters every release moves (equal states: no release recorded or forgotten between
-    them): releases recorded (crowddb_ledger_tables), ledger rows, the newest one's number (a sequence: a release
-    recorded after a ROLLBACK has a larger one than the release rolled back), and the tables' links, whole."""
+def version(con: duckdb.DuckDBPyConnection, table: str) -> tuple:
+    """The state of ``table``'s ledger (its root's: ``links``) as counters every release of it moves (equal states:
+    no release of it recorded or forgotten between them): its releases recorded (crowddb_ledger_tables), its ledger
+    rows, the newest one's number (a sequence: a release recorded after a ROLLBACK has a larger one than the release
+    rolled back), and the tables' links, whole. Releases of other tables leave it as it was: they change no history
+    of its rows."""
     releases, rows, newest, linked = con.execute(
-        "SELECT (SELECT coalesce(sum(releases), 0) FROM crowddb_ledger_tables), (SELECT count(*) FROM crowddb_ledger), "
-        f"(SELECT max(release_no) FROM crowddb_ledger), (SELECT list(l ORDER BY l.table_name) FROM {links.LINKS} l)"
-    ).fetchall()[0]
+        "SELECT (SELECT coalesce(sum(releases), 0) FROM crowddb_ledger_tables WHERE table_name = $1), "
+        "(SELECT count(*) FROM crowddb_ledger WHERE table_name = $1), "
+        "(SELECT max(release_no) FROM crowddb_ledger WHERE table_name = $1), "
+        f"(SELECT list(l ORDER BY l.table_name) FROM {links.LINKS} l)", [links.root(con, table)]).fetchall()[0]
     return int(releases), int(rows), newest, linked
 
 

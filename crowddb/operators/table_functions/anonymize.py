@@ -126,11 +126,10 @@ def _shown_before(ctx: OperatorContext, rows: TableInput) -> bool:
 
 def _published(row_refs: np.ndarray, release, qi: list[str]) -> composition.Planned:
     """The rows ``release`` publishes and each one's box (composition.box_text's order: QIs sorted by name)."""
-    names = sorted(qi)
-    per_class = pd.DataFrame({q: np.asarray([str(x) for x in release.labels[q][0]], dtype=object)[
-        release.labels[q][1]] for q in names})
-    return composition.planned(row_refs, composition.box_text(per_class, names), release.pre_class,
-                               quasi_identifiers=qi)
+    per_class = [pa.array([str(x) for x in release.labels[q][0]], pa.string()).take(pa.array(release.labels[q][1]))
+                 for q in sorted(qi)]  # each QI's distinct labels printed once, taken per class by Arrow
+    return composition.planned(row_refs, composition.box_texts(per_class, len(release.labels[qi[0]][1])),
+                               release.pre_class, quasi_identifiers=qi)
 
 
 def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataFrame, qi: list[str],
@@ -184,7 +183,7 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
     first = np.unique(pre_class, return_index=True)[1]
     labels = {}
     for q in qi:
-        lab, index = np.unique(shown[q].astype(str).to_numpy()[first], return_inverse=True)
+        lab, index = np.unique(shown[q].to_numpy(dtype=object)[first].astype(str), return_inverse=True)  # (per class)
         labels[q] = (lab.astype(object), index.astype(np.int64))
     enc = encode(frame, qi, kinds or None)
     # each served class's box: its rows' own range on each QI's scale, as Mondrian's boxes are (so NCP means the same)

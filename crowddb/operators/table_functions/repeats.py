@@ -9,13 +9,13 @@ table) and hands it back, so that the served path reads no joint class, plans no
 release shows is computed as before (the rows gathered from this call's input, in this call's order), and the ledger
 still checks and records it as a repeat.
 
-"No release has changed the ledger" is read from the ledger's counters (``composition.version``): every release
-recorded bumps its table's count in crowddb_ledger_tables and adds a crowddb_ledger row, a forgotten run removes one,
-and the newest row's number tells a release recorded after a ROLLBACK from the one rolled back (same counts, a larger
-number from the ledger's sequence); the links of renamed and copied tables (``store.links``) are read whole (a
-handful of rows). A release is kept only when, right after it was recorded, the counters moved by exactly its own
-record and the ledger holds it as a repeat (a release that showed anything new changes the joint classes the next
-call would read).
+"No release has changed the ledger" is read from the table's ledger counters (``composition.version``; releases of
+other tables change none of its rows' histories): every release recorded bumps its table's count in
+crowddb_ledger_tables and adds a crowddb_ledger row, a forgotten run removes one, and the newest row's number tells a
+release recorded after a ROLLBACK from the one rolled back (same counts, a larger number from the ledger's
+sequence); the links of renamed and copied tables (``store.links``) are read whole (a handful of rows). A release is
+kept only when, right after it was recorded, the counters moved by exactly its own record and the ledger holds it as
+a repeat (a release that showed anything new changes the joint classes the next call would read).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def keep(con: duckdb.DuckDBPyConnection, table: str, release_name: str, before: 
     tables.pop(table, None)
     if remembered is None:
         return
-    state = composition.version(con)
+    state = composition.version(con, table)
     if (not composition.on_record_as_repeat(con, release_name)
             or (state[0], state[1], state[3]) != (before[0] + 1, before[1] + 1, before[3])):
         return
