@@ -381,15 +381,34 @@ def joint_classes(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) 
     if not len(rows) or not _has_history(con, table):
         return empty
     with registered(con, __crowd_want=pa.table({"row_ref": pd.unique(rows)})):
-        return _categorical(con.sql(
+        members = con.sql(
             # each touched history numbered once (exact; a text cast of the UHUGEINT costs seconds per 100k rows,
             # and numbering the members in order of their history a sort of all of them); members in no order
             "WITH touched AS (SELECT history, row_number() OVER () AS number FROM (SELECT DISTINCT history "
             "FROM crowddb_row_history WHERE table_name = ? AND row_ref IN (SELECT row_ref FROM __crowd_want))) "
-            "SELECT h.row_ref, touched.number AS history, b.box AS last_box, l.release AS last_release, "
-            "l.k AS last_k, l.quasi_identifiers AS last_quasi_identifiers, h.k "
-            f"FROM {_NEWEST} JOIN touched USING (history) WHERE h.table_name = ?",
-            params=[links.root(con, table), links.root(con, table)]).to_arrow_table())
+            "SELECT h.row_ref, touched.number AS history, h.last_release_no, h.last_box_id, h.k "
+            "FROM crowddb_row_history h JOIN touched USING (history) WHERE h.table_name = ?",
+            params=[links.root(con, table), links.root(con, table)]).to_arrow_table()
+    # the newest box, its release, k and quasi-identifiers repeat on every member of a class: read once per (release,
+    # box) and handed to the members as categorical codes (a million strings cost far more to build than codes)
+    release_no = pc.fill_null(members.column("last_release_no"), -1).to_numpy().astype(np.int64)
+    box_id = pc.fill_null(members.column("last_box_id"), -1).to_numpy().astype(np.int64)
+    at, pairs = pd.factorize((release_no << 32) | (box_id & 0xFFFFFFFF))
+    with registered(con, __crowd_pairs=pa.table({"i": np.arange(len(pairs)), "release_no": pairs >> 32,
+                                                 "box_id": pairs & 0xFFFFFFFF})):
+        newest = _categorical(con.sql(
+            "SELECT b.box AS last_box, l.release AS last_release, l.k AS last_k, "
+            "l.quasi_identifiers AS last_quasi_identifiers FROM __crowd_pairs p "
+            "LEFT JOIN crowddb_ledger l ON l.release_no = p.release_no "
+            "LEFT JOIN crowddb_ledger_boxes b ON b.release_no = p.release_no AND b.box_id = p.box_id "
+            "ORDER BY p.i").to_arrow_table())
+    out = {"row_ref": members.column("row_ref").to_numpy(), "history": members.column("history").to_numpy()}
+    for name in newest.columns:
+        column = newest[name]
+        out[name] = (pd.Categorical.from_codes(column.cat.codes.to_numpy()[at], categories=column.cat.categories)
+                     if isinstance(column.dtype, pd.CategoricalDtype) else column.to_numpy()[at])
+    out["k"] = members.column("k").to_numpy()
+    return pd.DataFrame(out)
 
 
 #: each row's history with the release (``l``) and the box (``b``) it was newest shown in
