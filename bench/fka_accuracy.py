@@ -3,7 +3,7 @@ crowd cost of FKA's sampling (kanon-crowd-db Figs. 8-20, Table 7), on Adult and 
 ablations of FKA that explain why its r is flat in the sample ratio and the histogram cells.
 
 Run: python bench/fka_accuracy.py [--data adult,synthetic] [--rows 10000] [--seeds 1-3] [--only k,cells]
-                                  [--values 100,400] [--regions age:6,education_num:4]
+                                  [--values 100,400] [--regions age:6,education_num:4] [--synthetic uniform]
                                   [--variants fka,tagged,noguard] [--moves] [--plot out_dir]
 
 Every answer comes from ``crowddb.connect()`` with the embedded ``SimulatedCrowd`` (workers of Beta(8,2) quality who
@@ -15,12 +15,15 @@ Data: 'adult', Adult's occupation mapped to the five categories of the paper's T
 ``results`` categories (the result number, i.e. the answer domain size), ``--rows`` of them drawn by the seed;
 'synthetic', §5.1's synthetic dataset (crowddb/datasets/synthetic.py: Adult rows kept only where their category is
 their (age, education_num, sex) region's label), ``--rows`` tuples built by the seed (its result number is not
-swept: the paper discards those diagrams). Published tuple: the five core attributes age, education_num, sex,
-workclass, hours_per_week; the first ``attrs`` of them are declared quasi-identifiers and anonymized, the rest are
-published raw. r = share of rows whose answer after anonymization equals the answer the crowd gave to the raw tuple
-(the same table declared without quasi-identifiers, anonymizer 'none'), §5.1. Column 'none' re-asks the raw tuples of
-another crowd: the crowd's own disagreement, the ceiling for r. Each cell is the mean over the seeds, '±' the spread
-(max - min over the seeds).
+swept: the paper discards those diagrams). ``--synthetic`` picks its distribution: 'uniform' (the default), tuples
+spread evenly over the points of the data space, because the paper says its synthetic data "follow uniform
+distribution" (§5.2, why Datafly does well there) and derives it from census data configured to the dense attribute
+ranges (§5.1); 'adult', the first rebuild, Adult's own skewed distribution over the regions (kept to compare).
+Published tuple: the five core attributes age, education_num, sex, workclass, hours_per_week; the first ``attrs`` of
+them are declared quasi-identifiers and anonymized, the rest are published raw. r = share of rows whose answer after
+anonymization equals the answer the crowd gave to the raw tuple (the same table declared without quasi-identifiers,
+anonymizer 'none'), §5.1. Column 'none' re-asks the raw tuples of another crowd: the crowd's own disagreement, the
+ceiling for r. Each cell is the mean over the seeds, '±' the spread (max - min over the seeds).
 
 FKA variants (``--variants``, each a column; the options the SQL operator does not pass are set by wrapping
 crowddb.anonymize.fka.fka for the run):
@@ -61,7 +64,7 @@ import crowddb.anonymize.fka as fka_module
 from crowddb.crowd import SimulatedCrowd
 from crowddb.crowd.knowledge import KnowledgeBase
 from crowddb.datasets import OCCUPATION_CATEGORY, load_adult
-from crowddb.datasets.synthetic import kanon_synthetic
+from crowddb.datasets.synthetic import DISTRIBUTIONS, kanon_synthetic
 
 CORE = ["age", "education_num", "sex", "workclass", "hours_per_week"]
 DEFAULTS = {"k": 100, "cells": 400, "ratio": 0.10, "attrs": 3, "results": 5}  # Table 7 bold values
@@ -96,10 +99,12 @@ def prepare(adult: pd.DataFrame, rows: int, results: int, seed: int) -> pd.DataF
 
 
 def prepare_data(data: str, adult: pd.DataFrame, rows: int, results: int, seed: int,
-                 regions: dict[str, int] | None = None) -> pd.DataFrame:
-    """One seed's table of ``data`` ('adult' or 'synthetic', its grid ``regions``: cuts per numeric QI)."""
+                 regions: dict[str, int] | None = None, synthetic: str = "uniform") -> pd.DataFrame:
+    """One seed's table of ``data`` ('adult' or 'synthetic', its grid ``regions``: cuts per numeric QI, its
+    distribution ``synthetic``)."""
     if data == "synthetic":
-        return kanon_synthetic(rows or 10_000, seed, cuts=regions, adult=adult).frame[["id", *CORE, "job"]]
+        syn = kanon_synthetic(rows or 10_000, seed, cuts=regions, adult=adult, distribution=synthetic)
+        return syn.frame[["id", *CORE, "job"]]
     return prepare(adult, rows, results, seed)
 
 
@@ -227,7 +232,7 @@ def one_config(df: pd.DataFrame, k: int, cells: int, ratio: float, attrs: int, m
 
 
 def moves(df: pd.DataFrame, k: int, cells: int, attrs: int, seed: int, variant: str, ratios=(0.05, 0.30)) -> dict:
-    """FKA at two sample ratios, same seed: how many histogram cuts and phase-1 partitions differ, and rows regrouped."""
+    """FKA at two sample ratios, same seed: how many histogram cuts and phase-1 partitions differ, rows regrouped."""
     qis, domain = CORE[:attrs], sorted(df["job"].unique())
     got = []
     for ratio in ratios:
@@ -285,6 +290,8 @@ def main() -> None:
     ap.add_argument("--values", default=None, help="comma-separated values for the one sweep of --only (e.g. 0.05,1)")
     ap.add_argument("--regions", default=None, help="synthetic set's cuts per numeric QI, e.g. age:6,education_num:4")
     ap.add_argument("--moves", action="store_true", help="count FKA's cuts moved between 5%% and 30%% samples")
+    ap.add_argument("--synthetic", default="uniform", choices=DISTRIBUTIONS,
+                    help="the synthetic set's distribution: uniform (the paper's, §5.2) or adult (Adult's own)")
     args = ap.parse_args()
     adult = load_adult()
     seeds = seed_list(args.seeds)
@@ -298,6 +305,7 @@ def main() -> None:
     tables = {}
     t0 = time.perf_counter()
     for data in args.data.split(","):
+        label = f"synthetic-{args.synthetic}" if data == "synthetic" else data
         sweeps = args.only.split(",") if args.only else list(SWEEPS)
         if data == "synthetic":  # §5.5, §5.6: the paper discards the synthetic set's attribute and result diagrams
             sweeps = [s for s in sweeps if s not in ("attrs", "results")]
@@ -307,26 +315,28 @@ def main() -> None:
             for value in SWEEPS[sweep]:
                 p = {**DEFAULTS, sweep: value}
                 for s in seeds:
-                    df = prepare_data(data, adult, args.rows, p["results"], seed=s, regions=regions)
+                    df = prepare_data(data, adult, args.rows, p["results"], seed=s, regions=regions,
+                                      synthetic=args.synthetic)
                     res = one_config(df, p["k"], p["cells"], p["ratio"], p["attrs"], methods, s, variants)
                     rows.append({sweep: value, "seed": s, **res})
             res = pd.DataFrame(rows)
             mean = res.drop(columns="seed").groupby(sweep).mean()
             spread = res.drop(columns="seed").groupby(sweep).agg(lambda v: v.max() - v.min())
-            tables[(data, sweep)] = mean
+            tables[(label, sweep)] = mean
             cols = ["none", *variants, *[m for m in methods if m != "fka"], "fka_tuples", "fka_cost"]
             cols = [c for c in cols if c in mean]
-            where = f"{data} {regions or ''}".strip()
+            where = f"{label} {regions or ''}".strip()
             print(f"\n== {where}: accuracy ratio r vs {sweep} (defaults {DEFAULTS}; seeds {seeds}; "
                   "mean ±spread; 'none' = raw tuples re-asked) ==")
             print(fmt(mean, spread, cols))
         if args.moves:
-            print(f"\n== {data}: FKA's cuts moved between 5% and 30% samples (k={DEFAULTS['k']}, cells "
+            print(f"\n== {label}: FKA's cuts moved between 5% and 30% samples (k={DEFAULTS['k']}, cells "
                   f"{DEFAULTS['cells']}, {DEFAULTS['attrs']} QIs; per seed) ==")
             rows = []
             for variant in variants:
                 for s in seeds:
-                    df = prepare_data(data, adult, args.rows, DEFAULTS["results"], seed=s, regions=regions)
+                    df = prepare_data(data, adult, args.rows, DEFAULTS["results"], seed=s, regions=regions,
+                                      synthetic=args.synthetic)
                     rows.append({"variant": variant, "seed": s,
                                  **moves(df, DEFAULTS["k"], DEFAULTS["cells"], DEFAULTS["attrs"], s, variant)})
             print(pd.DataFrame(rows).to_string(index=False))

@@ -1,10 +1,13 @@
 """kanon-crowd-db §5.1's synthetic dataset (crowddb/datasets/synthetic.py), checked by independent computations:
 every tuple lies in a region whose Adult majority is its category, 10,000 tuples, the same output for the same seed;
+the uniform variant (§5.2: the synthetic data "follow uniform distribution") spread exactly evenly over the kept
+points of the data space, counted by plain loops;
 FKA's ``tag`` ablation (the paper's tagged samples, §5.1); and Algorithm 1's cut score, the paper's var(V) of the
 answer counts beside ours, the cells' purity."""
 
 from __future__ import annotations
 
+from collections import Counter
 from fractions import Fraction
 
 import numpy as np
@@ -68,6 +71,78 @@ def test_every_tuple_in_its_majority_region(adult) -> None:
     expect = [(a * 3 + e) * 2 + (s == "Male") for a, e, s in regions]
     assert syn.frame["region"].tolist() == expect == syn.region_of(syn.frame).tolist()
     assert syn.labels[syn.frame["region"]].tolist() == syn.frame["category"].tolist()
+
+
+def test_adult_variant_unchanged(adult) -> None:
+    # the first rebuild's draws, pinned so that adding the uniform variant left them as they were
+    a = kanon_synthetic(seed=3, adult=adult)
+    assert a.distribution == "adult" and a.space == {} and "source_id" not in a.frame
+    assert {q: c.tolist() for q, c in a.cuts.items()} == {"age": [23, 27, 52], "education_num": [11, 12]}
+    assert int(a.frame["id"].sum()) == 150_835_797
+    pd.testing.assert_frame_equal(a.frame, kanon_synthetic(seed=3, adult=adult, distribution="adult").frame)
+
+
+def test_uniform_variant_exactly_even_over_kept_points(adult) -> None:
+    syn = kanon_synthetic(seed=2, adult=adult, distribution="uniform")
+    frame = syn.frame
+    assert syn.distribution == "uniform" and len(frame) == 10_000
+    assert frame["id"].tolist() == list(range(10_000))
+    # the same grid as the 'adult' variant of the same seed; the data space is the 5th..95th percentiles
+    assert {q: c.tolist() for q, c in syn.cuts.items()} == {"age": [24, 30, 53], "education_num": [9, 11]}
+    assert {q: c.tolist() for q, c in kanon_synthetic(seed=2, adult=adult).cuts.items()} == {
+        "age": [24, 30, 53], "education_num": [9, 11]}
+    assert syn.space == {"age": (20.0, 62.0), "education_num": (6.0, 14.0)}
+
+    age_cuts, edu_cuts = syn.cuts["age"], syn.cuts["education_num"]
+
+    def region(a: int, e: int, s: str) -> tuple:  # plain Python: the slab of each QI (a cut c keeps c on the left)
+        return sum(a > c for c in age_cuts), sum(e > c for c in edu_cuts), s
+
+    # plain loops over Adult: the rows inside the data space vote their region's label (lowest category on ties)
+    rows = list(zip(adult["id"].tolist(), adult["age"].tolist(), adult["education_num"].tolist(),
+                    adult["sex"].tolist(), adult["occupation"].tolist()))
+    inside = [(i, a, e, s, OCCUPATION_CATEGORY[o]) for i, a, e, s, o in rows if 20 <= a <= 62 and 6 <= e <= 14]
+    votes: dict[tuple, Counter] = {}
+    for _, a, e, s, c in inside:
+        votes.setdefault(region(a, e, s), Counter())[c] += 1
+    label = {r: min(v, key=lambda c: (-v[c], c)) for r, v in votes.items()}
+    agreeing: dict[tuple, set] = {}  # point -> ids of its rows that agree with their region's label
+    for i, a, e, s, c in inside:
+        if c == label[region(a, e, s)]:
+            agreeing.setdefault((a, e, s), set()).add(i)
+    assert len(agreeing) == 667  # of the 43 x 9 x 2 = 774 points, 107 hold only noise
+
+    tuples = list(zip(frame["age"].tolist(), frame["education_num"].tolist(), frame["sex"].tolist()))
+    # every region's tuples share one ground truth, the census majority there
+    truth: dict[tuple, set] = {}
+    for point, c in zip(tuples, frame["category"].tolist()):
+        truth.setdefault(region(*point), set()).add(c)
+    assert all(cats == {label[r]} for r, cats in truth.items())
+    # uniform: every kept point holds 10,000 // 667 = 14 tuples, 10,000 - 14 * 667 = 662 of them one more
+    count = Counter(tuples)
+    assert set(count) == set(agreeing)
+    assert Counter(count.values()) == {15: 662, 14: 5}
+    # a point's tuples are its agreeing rows, each used once before any repeats
+    sources: dict[tuple, list] = {}
+    for point, i in zip(tuples, frame["source_id"].tolist()):
+        sources.setdefault(point, []).append(i)
+    for point, ids in sources.items():
+        assert set(ids) <= agreeing[point]
+        assert len(set(ids)) == min(len(agreeing[point]), len(ids))
+        assert max(Counter(ids).values()) - min(Counter(ids).values()) <= 1
+    # every tuple an unchanged Adult row
+    merged = frame.merge(adult, left_on="source_id", right_on="id", suffixes=("", "_adult"))
+    assert len(merged) == 10_000
+    for col in adult.columns.drop("id"):
+        assert (merged[col] == merged[f"{col}_adult"]).all()
+    assert (frame["job"] == "CAT" + frame["category"].astype(str)).all()
+    assert syn.region_of(frame).tolist() == frame["region"].tolist()
+    # same seed, same rows; another seed, other rows
+    pd.testing.assert_frame_equal(frame, kanon_synthetic(seed=2, adult=adult, distribution="uniform").frame)
+    other = kanon_synthetic(seed=3, adult=adult, distribution="uniform").frame
+    assert not frame["source_id"].equals(other["source_id"])
+    with pytest.raises(ArgumentError, match="distribution must be one of"):
+        kanon_synthetic(seed=2, adult=adult, distribution="gaussian")
 
 
 def test_too_many_rows_or_cuts_refused(adult) -> None:
