@@ -24,8 +24,8 @@ Policies (all over the same replayed crowd, a new seeded session each):
 With --sql, every replayed set also goes through SQL (ReplayCrowd behind crowddb.connect, seed 0): fixed-5 MV and DS
 (assignments := 5), and accuracy := 0.95 without and with quality-aware assignment (ReplayCrowd(offers=False) and
 the default, which honours crowddb's offers: a HIT built for a worker gets that worker's recorded answers, the seeded
-order where the worker has none; offer_kept is the share of the offered HITs' answers that came from the offered
-worker).
+order where the worker has none, and crowddb offers an item only to a worker with a recorded answer to it left,
+ReplayCrowd.candidates; offer_kept is the share of the offered HITs' answers that came from the offered worker).
 The goals (issue 28): the accuracy of fixed-5 DS with at most 60% of its answers; with at most its answers, 2 points
 above it where it is below 0.95; accuracy 0.95 measuring between 0.94 and 0.97 on the simulated crowds.
 """

@@ -56,7 +56,8 @@ class Platform(abc.ABC):
 
     Besides the four required methods a platform may have optional capabilities, declared here with the defaults of
     a platform that has none (as datasette declares its hooks): ``needs_knowledge``, ``bind``, ``finished``,
-    ``shows_tradeoff`` with ``show_tradeoff``. crowddb calls them unconditionally; override what yours offers."""
+    ``shows_tradeoff`` with ``show_tradeoff``, ``offers_to_workers`` with ``candidates``. crowddb calls them
+    unconditionally; override what yours offers."""
 
     name: str = "platform"
     #: capability: answers only from a ground-truth column of the input (``knowledge``), as a simulated crowd does;
@@ -89,6 +90,16 @@ class Platform(abc.ABC):
     def show_tradeoff(self, query: str, tradeoff: pd.DataFrame) -> None:
         """Show ``query``'s k trade-off (``CrowdDB.tradeoff``: one row per k and operator) on the requester page;
         called only when ``shows_tradeoff`` is True. Default: no page."""
+
+    def candidates(self, items: pd.DataFrame, published_columns: list[str],
+                   exclude: pd.DataFrame | None = None) -> pd.DataFrame | None:
+        """Who can answer which of ``items`` (item_id, row_no, then the ``published_columns`` as the crowd sees them,
+        as in ``HitBatch.items`` before they are put in HITs), leaving out the pairs in ``exclude`` (item_id,
+        worker_id, as ``HitBatch.exclude``): item_id, worker_id rows, each worker named as ``workers()`` names it.
+        Called only when ``offers_to_workers`` is True: crowddb then offers an item only to a worker listed for it
+        (a replayed record: the workers who answered that task and were not served yet), so an offer is not made
+        where it cannot be kept. None (the default): anyone may answer anything."""
+        return None
 
     @abc.abstractmethod
     def workers(self) -> pd.DataFrame:

@@ -13,11 +13,12 @@ answers (``offers_to_workers``, as the simulated crowd does; an accuracy target'
 ``HitBatch.offer`` (one or more rows per HIT: its workers in the order offered) gives each of its items the recorded
 answer of the first offered worker who answered that item in the record and has not been served for it yet (for a
 HIT of several assignments, the first ones). What a record cannot give: an answer nobody recorded, so an item none
-of the offered workers has a remaining recorded answer to falls back to the seeded order; on a sparse record (each
-worker answered a few percent of the tasks) most offers fall back. Nor a HIT of several items answered by one person
-(the record has no HITs), so the answers of one assignment may come from different recorded workers (each answer
-carries its own worker_id; the assignment's worker_id is that of its first item); pick-a-row (group) items are
-served only if the recorded answers are row numbers.
+of the offered workers has a remaining recorded answer to falls back to the seeded order. crowddb asks first whom it
+may offer each item to (:meth:`ReplayCrowd.candidates`: the workers with a recorded answer to its task not served
+yet), so on a sparse record (each worker answered a few percent of the tasks) its offers are still kept. Nor a
+HIT of several items answered by one person (the record has no HITs), so the answers of one assignment may come
+from different recorded workers (each answer carries its own worker_id; the assignment's worker_id is that of its
+first item); pick-a-row (group) items are served only if the recorded answers are row numbers.
 """
 
 from __future__ import annotations
@@ -202,19 +203,49 @@ class ReplayCrowd(Platform):
             quality = np.divide(hit, n, out=quality, where=n > 0)
         return pd.DataFrame({"worker_id": np.asarray(self._workers, dtype=object), "quality": quality})
 
-    def _column(self, batch: HitBatch) -> str:
+    def _column(self, items: pd.DataFrame, published: list[str]) -> str:
+        """The column of ``items`` (a HIT batch's, or ``candidates``') that names each item's task."""
         col = self.task_column
         if col is None:
-            cols = [c for c in batch.published_columns if c in batch.items.columns]
-            col = "task" if "task" in batch.items.columns else (cols[0] if len(cols) == 1 else None)
-        if col is None or col not in batch.items.columns:
+            cols = [c for c in published if c in items.columns]
+            col = "task" if "task" in items.columns else (cols[0] if len(cols) == 1 else None)
+        if col is None or col not in items.columns:
             raise PlatformError(f"the replayed crowd finds each item's task in a published column; none named "
-                                f"{self.task_column or 'task'!r} among {batch.published_columns!r}: pass "
+                                f"{self.task_column or 'task'!r} among {published!r}: pass "
                                 "ReplayCrowd(..., task_column=) naming it")
         return col
 
+    def candidates(self, items: pd.DataFrame, published_columns: list[str],
+                   exclude: pd.DataFrame | None = None) -> pd.DataFrame:
+        """item_id, worker_id: for each item, the workers with a recorded answer to its task not yet served in this
+        session (in the seeded order), so an offer crowddb makes among them is kept; a pair in ``exclude`` (an answer
+        on record from an earlier session) is left out for every item of that task, as ``collect`` blocks it, and so
+        is a worker whose text another recorded worker shares (crowddb names workers as text: an offer to it could
+        not be told apart). Two items of one task list the same workers, and only one of them is served per worker."""
+        col = self._column(items, published_columns)
+        items = items.drop_duplicates("item_id")  # an item's first row names its task, as in collect
+        task = self._task_positions(items[col].to_numpy(dtype=object))
+        open_pos = np.flatnonzero(~self._served)  # ascending: grouped by task, in the seeded order within each
+        first = np.searchsorted(self._rec_task[open_pos], np.arange(len(self._tasks) + 1))
+        n = (first[1:] - first[:-1])[task]
+        item = np.repeat(np.arange(len(items)), n)
+        # the k-th open record of each item's task: its task's first open record + k
+        pos = open_pos[np.repeat(first[task], n) + np.arange(len(item)) - np.repeat(np.cumsum(n) - n, n)]
+        worker = self._worker_codes[self._order[pos]]
+        keep = np.zeros(len(self._workers), bool)
+        keep[self._by_text().to_numpy()] = True
+        keep = keep[worker]
+        if exclude is not None and len(exclude):
+            at = pd.Index(items["item_id"]).get_indexer(exclude["item_id"])
+            w = self._codes(exclude["worker_id"])
+            ok = (at >= 0) & (w >= 0)
+            blocked = task[at[ok]].astype(np.int64) * len(self._workers) + w[ok]
+            keep &= ~np.isin(task[item].astype(np.int64) * len(self._workers) + worker, blocked)
+        return pd.DataFrame({"item_id": items["item_id"].to_numpy()[item[keep]],
+                             "worker_id": np.asarray(self._workers, dtype=object)[worker[keep]]})
+
     def publish(self, batch: HitBatch, *, knowledge: KnowledgeBase | None = None) -> None:
-        col = self._column(batch)
+        col = self._column(batch.items, batch.published_columns)
         self._task_positions(pd.unique(batch.items[col]))  # unknown tasks are refused before anything is posted
         for hit_id in batch.hits["hit_id"]:  # idempotent on hit ids
             if hit_id not in self._pending and hit_id not in self._collected:
@@ -255,16 +286,20 @@ class ReplayCrowd(Platform):
     def _codes(self, workers: pd.Series) -> np.ndarray:
         """Worker codes of the workers crowddb names (as text, the way it stores them); -1 for a worker not in the
         record, or whose text another recorded worker shares (1 and "1": it cannot tell them apart)."""
+        return self._by_text().reindex(workers.astype(str).to_numpy()).fillna(-1).to_numpy(np.int64)
+
+    def _by_text(self) -> pd.Series:
+        """Worker text -> worker code, of the workers whose text no other recorded worker shares."""
         if self._worker_text is None:
             text = pd.Series(np.arange(len(self._workers)), index=self._workers.astype(str))
             self._worker_text = text[~text.index.duplicated(keep=False)]
-        return self._worker_text.reindex(workers.astype(str).to_numpy()).fillna(-1).to_numpy(np.int64)
+        return self._worker_text
 
     def _collect_batch(self, batch: HitBatch, ids: list[str]) -> None:
         """Serve every assignment of the HITs ``ids`` of one batch at once: per item, the HIT's offered workers in
         order (each answer the recorded one of the first offered worker who has one left for that item), then the
         seeded order for the slots still open; pairs in ``batch.exclude`` are never served."""
-        col = self._column(batch)
+        col = self._column(batch.items, batch.published_columns)
         items = batch.items[batch.items["hit_id"].isin(ids)].drop_duplicates(["hit_id", "item_no"])
         hit_of = items["hit_id"].to_numpy(dtype=object)
         hits = batch.hits.drop_duplicates("hit_id")

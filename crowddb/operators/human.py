@@ -21,7 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..crowd import KnowledgeBase
-from ..errors import ArgumentError, EmptyInputError, PrivacyError
+from ..errors import ArgumentError, EmptyInputError, PlatformError, PrivacyError
 from ..privacy import serve
 from ..store import composition
 from ..truth import adaptive
@@ -308,9 +308,10 @@ class HumanOperatorRun:
                 break
             round_no += 1
             round_items = items[items["item_id"].isin(more)]
-            chosen = self._quality_aware(state, names, more) if self.ctx.platform.offers_to_workers else None
-            hits, layout, offer = purchase.more(round_items, round_no, chosen)
             exclude = on_record.loc[on_record["item_id"].isin(more), ["item_id", "worker_id"]]
+            chosen = (self._quality_aware(state, names, round_items, exclude) if self.ctx.platform.offers_to_workers
+                      else None)
+            hits, layout, offer = purchase.more(round_items, round_no, chosen)
         truth = state.truth.reindex(names.to_numpy())
         confidence = state.confidence.reindex(names.to_numpy())
         summary = state.summary()
@@ -338,12 +339,15 @@ class HumanOperatorRun:
                                 CONFIDENCE: confidence.to_numpy(dtype=float)})
         return items[[ROW_ID, "item_id"]].merge(answers, on="item_id")[[ROW_ID, "answer", CONFIDENCE]]
 
-    def _quality_aware(self, state: adaptive.StopState, names: pd.Series, more: np.ndarray) -> pd.DataFrame:
+    def _quality_aware(self, state: adaptive.StopState, names: pd.Series, round_items: pd.DataFrame,
+                       exclude: pd.DataFrame) -> pd.DataFrame:
         """Quality-aware assignment (QASCA; ``adaptive.assign_round``) on a platform that lets crowddb choose: the
         platform's workers (not blocked), best estimated accuracy first (ours: the order a HIT built ahead of time
         assumes they ask for work; ties: the platform's order), each take up to tuples_per_hit of the round's items
-        where its answer is expected to help most and has not answered. Returns item_id, worker_id of the items
-        given; the rest go in HITs anyone may take."""
+        where its answer is expected to help most and has not answered, among the items the platform says it can
+        give that worker (``Platform.candidates``; None: any). Returns item_id, worker_id of the items given; the
+        rest go in HITs anyone may take."""
+        more = round_items["item_id"].unique()
         crowd = self.ctx.platform.workers()
         if "blocked" in crowd.columns:
             crowd = crowd[~crowd["blocked"].fillna(False).astype(bool).to_numpy()]
@@ -351,11 +355,28 @@ class HumanOperatorRun:
         a, b = state.model.prior
         acc = state.model.accuracy.reindex(workers).fillna(a / (a + b)).to_numpy()
         arrivals = workers.take(np.lexsort((np.arange(len(workers)), -acc)))
-        picked = adaptive.assign_round(state, arrivals, per_worker=int(self.op.tuples_per_hit))
+        picked = adaptive.assign_round(state, arrivals, per_worker=int(self.op.tuples_per_hit),
+                                       candidates=self._candidates(names, round_items, exclude))
         item_of = pd.Series(names.index.to_numpy(), index=names.to_numpy())
         item_id = item_of.reindex(picked["object"].to_numpy()).to_numpy()
         keep = np.isin(item_id, more)
         return pd.DataFrame({"item_id": item_id[keep], "worker_id": picked["worker"].to_numpy()[keep]})
+
+    def _candidates(self, names: pd.Series, round_items: pd.DataFrame, exclude: pd.DataFrame
+                    ) -> pd.DataFrame | None:
+        """The (item, worker) pairs the platform can serve (``Platform.candidates``), as ``assign_round`` reads them:
+        object (the item's name) and worker (text, as crowddb names workers); None: anyone may answer anything."""
+        published = self.shown.iloc[round_items[ROW_ID].to_numpy()].reset_index(drop=True)
+        asked = pd.concat([round_items[["item_id", "row_no"]].reset_index(drop=True), published], axis=1)
+        pairs = self.ctx.platform.candidates(asked, list(self.shown.columns), exclude.reset_index(drop=True))
+        if pairs is None:
+            return None
+        if not isinstance(pairs, pd.DataFrame) or not {"item_id", "worker_id"} <= set(pairs.columns):
+            raise PlatformError(f"{self.op.name}: the {self.ctx.platform.name} platform's candidates() returned "
+                                f"{type(pairs).__name__} {list(getattr(pairs, 'columns', []))!r}; it must return a "
+                                "DataFrame with columns item_id, worker_id (or None: anyone may answer anything)")
+        return pd.DataFrame({"object": names.reindex(pairs["item_id"].to_numpy()).to_numpy(),
+                             "worker": pairs["worker_id"].astype(str).to_numpy()})
 
     def _predicted(self, items: pd.DataFrame, have: pd.Series, hits: pd.DataFrame) -> dict[str, Any]:
         """explain()'s figures of an accuracy target: the answers the open items are expected to take and their

@@ -563,11 +563,24 @@ def expected_gain(posterior: np.ndarray, confusion: np.ndarray) -> tuple[np.ndar
     cm = np.asarray(confusion, dtype=float)
     if p.ndim != 2 or cm.shape[-2:] != (p.shape[1], p.shape[1]) or cm.ndim not in (2, 3):
         raise ArgumentError(f"posterior must be n x K and confusion K x K or n x K x K, got {p.shape} and {cm.shape}")
-    joint = p[:, :, None] * cm  # (n, true k, answer l)
-    acc = joint.max(axis=1).sum(axis=1) - p.max(axis=1)
+    return _gain(p, cm, xlogy(cm, cm).sum(axis=-1))
+
+
+def _gain(p: np.ndarray, cm: np.ndarray, neg_cond: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`expected_gain` with ``neg_cond = sum_l pi[k, l] log pi[k, l]`` given ((K,) or (n, K)): a worker's is
+    computed once, not once per item."""
+    cm = cm if cm.ndim == 3 else cm[None]
+    # the joint p_k pi[k, l] one true class k at a time (n x K each), its max and sum over k kept as they go: the
+    # n x K x K array and numpy's reductions over its short middle axis cost 2-3 times as much (the same sums, in
+    # the same order)
+    best = p[:, :1] * cm[:, 0, :]
+    p_answer = best.copy()
+    for k in range(1, p.shape[1]):
+        joint = p[:, k:k + 1] * cm[:, k, :]
+        np.maximum(best, joint, out=best)
+        p_answer += joint
+    acc = best.sum(axis=1) - p.max(axis=1)
     # I(T; L) = H(L) - H(L | T), with H(L | T) = -sum_k p_k sum_l pi[k, l] log pi[k, l]: logs of n x K values only
-    p_answer = joint.sum(axis=1)
-    neg_cond = xlogy(cm, cm).sum(axis=-1)  # (K,) or (n, K): sum_l pi[k, l] log pi[k, l]
     info = (p * neg_cond).sum(axis=1) - xlogy(p_answer, p_answer).sum(axis=1)
     return np.maximum(acc, 0.0), np.maximum(info, 0.0)
 
@@ -611,10 +624,15 @@ def assign_round(state: StopState, arrivals: Sequence[Any], *, per_worker: int =
     back), each gets up to ``per_worker`` of the items still needing an answer this round, those where its answer
     helps most (QASCA's benefit, see :func:`expected_gain`); every item is given at most once per round and never to
     a worker who answered it. ``candidates``: the (object, worker) pairs allowed (a replayed crowd: what was
-    recorded and not yet served). Returns (object, worker, gain, information) in assignment order.
+    recorded and not yet served; a pair listed twice counts once). Returns (object, worker, gain, information) in
+    assignment order.
 
-    The greedy walk over the arrivals is sequential by nature (each takes what the earlier ones left); every gain is
-    computed up front in one vectorized pass."""
+    The greedy walk over the arrivals is sequential by nature (each takes what the earlier ones left); a gain is
+    computed once per distinct posterior and worker (items with the same answers from the same workers share a
+    posterior: on a first run's round 2 every item has one of K), vectorized: with ``candidates`` for all their pairs
+    up front (``chunk`` pairs a step), without (every worker may take every item it has not answered) on a worker's
+    first arrival, for its ranking of the distinct posteriors, so no items x workers list is built and the workers
+    who come after every item is given cost nothing."""
     if not (isinstance(per_worker, (int, np.integer)) and per_worker >= 1):
         raise ArgumentError(f"per_worker must be a positive integer, got {per_worker!r}")
     arrivals = pd.Index(list(arrivals))
@@ -624,9 +642,17 @@ def assign_round(state: StopState, arrivals: Sequence[Any], *, per_worker: int =
     if len(more) == 0 or len(arrivals) == 0:
         return empty
     workers = pd.Index(pd.unique(arrivals))
+    n_workers = len(workers)
+    # the pairs on record, as item * n_workers + worker keys (a worker never answers an item twice)
+    seen_i = more.get_indexer(state.answered["object"])
+    seen_w = workers.get_indexer(state.answered["worker"])
+    ok = (seen_i >= 0) & (seen_w >= 0)
+    seen_key = np.unique(seen_i[ok].astype(np.int64) * n_workers + seen_w[ok])
+    post, row_of = np.unique(state.posterior.loc[more].to_numpy(), axis=0, return_inverse=True)
+    row_of = row_of.reshape(-1)
+    mats = state.model.matrices(workers)
     if candidates is None:
-        io, wo = np.meshgrid(np.arange(len(more)), np.arange(len(workers)), indexing="ij")
-        io, wo = io.ravel(), wo.ravel()
+        picks = _walk_every_item(post, row_of, mats, seen_key, workers.get_indexer(arrivals), per_worker, metric)
     else:
         for col in ("object", "worker"):
             if col not in candidates.columns:
@@ -635,38 +661,56 @@ def assign_round(state: StopState, arrivals: Sequence[Any], *, per_worker: int =
         io = more.get_indexer(candidates["object"])
         wo = workers.get_indexer(candidates["worker"])
         keep = (io >= 0) & (wo >= 0)
-        io, wo = io[keep], wo[keep]
-    # drop the pairs on record (a worker never answers an item twice)
-    seen_i = more.get_indexer(state.answered["object"])
-    seen_w = workers.get_indexer(state.answered["worker"])
-    ok = (seen_i >= 0) & (seen_w >= 0)
-    seen_key = np.unique(seen_i[ok].astype(np.int64) * len(workers) + seen_w[ok])
-    key = io.astype(np.int64) * len(workers) + wo
-    fresh = ~np.isin(key, seen_key)
-    io, wo = io[fresh], wo[fresh]
-    if len(io) == 0:
+        key = np.unique(io[keep].astype(np.int64) * n_workers + wo[keep])
+        key = key[~np.isin(key, seen_key)]
+        picks = _walk_candidates(post, row_of, mats, key // n_workers, key % n_workers,
+                                 workers.get_indexer(arrivals), per_worker, metric, chunk)
+    if picks is None:
         return empty
-    post = state.posterior.loc[more].to_numpy()
-    mats = state.model.matrices(workers)
-    by_worker = np.argsort(wo, kind="stable")
-    io, wo = io[by_worker], wo[by_worker]
-    starts = np.searchsorted(wo, np.arange(len(workers) + 1))
-    acc = np.empty(len(io))
-    info = np.empty(len(io))
-    for w in np.flatnonzero(np.diff(starts)):  # per worker its one matrix (no n x K x K gather), in bounded chunks
-        for s in range(starts[w], starts[w + 1], chunk):
-            sl = slice(s, min(s + chunk, starts[w + 1]))
-            acc[sl], info[sl] = expected_gain(post[io[sl]], mats[w])
+    item, worker, acc, info = picks
+    return pd.DataFrame({"object": more.take(item), "worker": workers.take(worker),
+                         "gain": acc, "information": info}).reset_index(drop=True)
+
+
+def _pair_gains(post: np.ndarray, mats: np.ndarray, row: np.ndarray, worker: np.ndarray, chunk: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`expected_gain` of each (distinct posterior ``row``, ``worker``) pair, in chunks that keep the gathered
+    pairs x K x K arrays near 32 MB."""
+    k = post.shape[1]
+    step = max(1, min(int(chunk), (1 << 22) // (k * k)))
+    neg_cond = xlogy(mats, mats).sum(axis=-1)  # (workers, K): once per worker
+    acc, info = np.empty(len(row)), np.empty(len(row))
+    for s in range(0, len(row), step):
+        sl = slice(s, s + step)
+        acc[sl], info[sl] = _gain(post[row[sl]], mats[worker[sl]], neg_cond[worker[sl]])
+    return acc, info
+
+
+def _walk_candidates(post: np.ndarray, row_of: np.ndarray, mats: np.ndarray, io: np.ndarray, wo: np.ndarray,
+                     walk: np.ndarray, per_worker: int, metric: str, chunk: int
+                     ) -> tuple[np.ndarray, ...] | None:
+    """The greedy walk over the allowed (item ``io``, worker ``wo``) pairs (distinct, none on record): each worker's
+    pairs sorted best first, each arrival (``walk``: worker codes) takes its first ``per_worker`` items not taken.
+    Returns (item, worker, gain, information) of the picks in order, or None."""
+    if len(io) == 0:
+        return None
+    pair = row_of[io].astype(np.int64) * len(mats) + wo
+    distinct, back = np.unique(pair, return_inverse=True)
+    acc, info = _pair_gains(post, mats, distinct // len(mats), distinct % len(mats), chunk)
+    acc, info = acc[back], info[back]
     first, second = _rank_keys(acc, info, metric)
     order = np.lexsort((io, -second, -first, wo))  # per worker, best first; ties: the item listed first
     io, wo, acc, info = io[order], wo[order], acc[order], info[order]
-    taken = np.zeros(len(more), bool)
+    starts = np.searchsorted(wo, np.arange(len(mats) + 1))
+    ahead = starts[:-1].copy()  # per worker, its first pair not known to be taken (taken items stay taken)
+    taken = np.zeros(len(row_of), bool)
     takeable = len(np.unique(io))  # items some arriving worker may answer: the walk ends once all are given
     n_taken = 0
     sel: list[np.ndarray] = []
-    for w in workers.get_indexer(arrivals):
-        lo, hi = starts[w], starts[w + 1]
+    for w in walk:
+        lo, hi = ahead[w], starts[w + 1]
         free = np.flatnonzero(~taken[io[lo:hi]])[:per_worker] + lo
+        ahead[w] = free[-1] + 1 if len(free) else hi  # every pair before the last one taken is taken now
         if len(free):
             taken[io[free]] = True
             sel.append(free)
@@ -674,10 +718,62 @@ def assign_round(state: StopState, arrivals: Sequence[Any], *, per_worker: int =
             if n_taken == takeable:
                 break
     if not sel:
-        return empty
+        return None
     idx = np.concatenate(sel)
-    return pd.DataFrame({"object": more.take(io[idx]), "worker": workers.take(wo[idx]),
-                         "gain": acc[idx], "information": info[idx]}).reset_index(drop=True)
+    return io[idx], wo[idx], acc[idx], info[idx]
+
+
+def _walk_every_item(post: np.ndarray, row_of: np.ndarray, mats: np.ndarray, seen_key: np.ndarray,
+                     walk: np.ndarray, per_worker: int, metric: str) -> tuple[np.ndarray, ...] | None:
+    """The greedy walk when every worker may take every item it has not answered (``seen_key``: item * workers +
+    worker of the pairs on record): a worker ranks the distinct posteriors on its first arrival (one class per
+    distinct pair of keys, best first), and each arrival takes its ``per_worker`` free items of the best classes, ties
+    to the item listed first: the order of sorting every (item, worker) pair, without building them (and the walk
+    often ends before every worker came). Returns as :func:`_walk_candidates`."""
+    n_items, n_workers = len(row_of), len(mats)
+    neg_cond = xlogy(mats, mats).sum(axis=-1)  # (workers, K)
+    ranked: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # worker -> class rank, gain, information
+    seen_items, seen_workers = seen_key // n_workers, seen_key % n_workers
+    by_worker = np.argsort(seen_workers, kind="stable")
+    seen_items = seen_items[by_worker]
+    seen_start = np.searchsorted(seen_workers[by_worker], np.arange(n_workers + 1))
+    # items some arriving worker may answer (not every worker answered it): the walk ends once all are given
+    takeable = int((np.bincount(seen_key // n_workers, minlength=n_items) < n_workers).sum())
+    taken = np.zeros(n_items, bool)
+    n_taken = 0
+    picks: list[tuple[np.ndarray, int]] = []
+    for w in walk:
+        if n_taken == takeable:
+            break
+        if w not in ranked:
+            acc, info = _gain(post, mats[w], neg_cond[w])
+            first, second = _rank_keys(acc, info, metric)
+            order = np.lexsort((-second, -first))
+            new = np.ones(len(order), bool)  # a class starts where either key changes
+            new[1:] = (first[order][1:] != first[order][:-1]) | (second[order][1:] != second[order][:-1])
+            rank = np.empty(len(order), np.int64)
+            rank[order] = np.cumsum(new)
+            ranked[w] = (rank, acc, info)
+        free = ~taken
+        free[seen_items[seen_start[w]:seen_start[w + 1]]] = False
+        cand = np.flatnonzero(free)
+        if not len(cand):
+            continue
+        r = ranked[w][0][row_of[cand]]
+        if len(cand) > per_worker:  # only the classes that can hold the picks
+            keep = r <= np.partition(r, per_worker - 1)[per_worker - 1]
+            cand, r = cand[keep], r[keep]
+        pick = cand[np.argsort(r, kind="stable")[:per_worker]]  # cand ascending: ties to the item listed first
+        taken[pick] = True
+        n_taken += len(pick)
+        picks.append((pick, w))
+    if not picks:
+        return None
+    item = np.concatenate([p for p, _ in picks])
+    worker = np.concatenate([np.full(len(p), w) for p, w in picks])
+    gain = np.concatenate([ranked[w][1][row_of[p]] for p, w in picks])
+    information = np.concatenate([ranked[w][2][row_of[p]] for p, w in picks])
+    return item, worker, gain, information
 
 
 # ---------------------------------------------------------------- prediction

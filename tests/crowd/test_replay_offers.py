@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import crowddb
-from crowddb.crowd import HitBatch, ReplayCrowd
-from crowddb.errors import ArgumentError
+from crowddb.crowd import HitBatch, Platform, ReplayCrowd, SimulatedCrowd
+from crowddb.errors import ArgumentError, PlatformError
 
 # by hand: a did not answer t3, d did not answer t2
 RECORD = pd.DataFrame([("t1", "a", "x"), ("t1", "b", "y"), ("t1", "c", "z"), ("t1", "d", "x"),
@@ -146,16 +146,24 @@ class Spy(ReplayCrowd):
         super().publish(batch, knowledge=knowledge)
 
 
-def accuracy_target(offers):
-    crowd = Spy(DENSE, seed=0, task_column="task", offers=offers)
+def _target(crowd, tasks, max_assignments: int):
+    """An accuracy target over ``tasks`` on ``crowd``: the result, every answer with its HIT, item and task, and the
+    run's report."""
     with crowddb.connect(platform=crowd, seed=1, progress=False) as db:
-        db.load_frame("tasks", pd.DataFrame({"task": TASKS}))
+        db.load_frame("tasks", pd.DataFrame({"task": tasks}))
         result = db.sql("SELECT task, getposition(task, domain := ['x', 'y'], accuracy := 0.95, "
-                        "max_assignments := 4, tuples_per_hit := 4) AS label FROM tasks ORDER BY task").df()
+                        f"max_assignments := {max_assignments}, tuples_per_hit := 4) AS label FROM tasks "
+                        "ORDER BY task").df()
         got = db.sql("SELECT a.hit_id, a.item_no, i.content, a.worker_id, a.answer FROM crowddb_answers a "
                      "JOIN crowddb_hit_items i USING (hit_id, item_no) ORDER BY a.hit_id, a.item_no").df()
         report = db.last_report[-1]
     got["task"] = got["content"].map(lambda c: json.loads(c)["task"])
+    return result, got, report
+
+
+def accuracy_target(offers):
+    crowd = Spy(DENSE, seed=0, task_column="task", offers=offers)
+    result, got, report = _target(crowd, TASKS, 4)
     offered = pd.concat(crowd.offers, ignore_index=True) if crowd.offers else None
     return result, got, report, offered
 
@@ -183,3 +191,94 @@ def test_an_accuracy_target_through_sql_is_answered_by_the_workers_it_picks():
         assert (res["label"] == res["task"].map(TRUTH)).all()
     assert not got.duplicated(["task", "worker_id"]).any() and not plain_got.duplicated(["task", "worker_id"]).any()
 
+
+
+# ---------------------------------------------------------------------------------------------- candidates
+
+
+def pairs(got):
+    return sorted(zip(got["item_id"], got["worker_id"]))
+
+
+def test_candidates_are_the_recorded_workers_not_yet_served_nor_excluded():
+    crowd = ReplayCrowd(RECORD, seed=5)
+    items = pd.DataFrame({"item_id": [10, 11, 12, 13], "row_no": 1, "task": ["t1", "t2", "t3", "t2"]})
+    # by hand from RECORD: t1 a b c d, t2 a b c, t3 b c d (item 13 is t2 again)
+    everyone = [(10, "a"), (10, "b"), (10, "c"), (10, "d"), (11, "a"), (11, "b"), (11, "c"),
+                (12, "b"), (12, "c"), (12, "d"), (13, "a"), (13, "b"), (13, "c")]
+    assert pairs(crowd.candidates(items, ["task"])) == everyone
+    served(crowd, hit_batch(["t1", "t2"], ["c"]))  # c's answers to t1 and t2 are served
+    no_c = [p for p in everyone if not (p[1] == "c" and p[0] in (10, 11, 13))]
+    assert pairs(crowd.candidates(items, ["task"])) == no_c
+    # an answer on record from an earlier session: b on item 11 (t2) blocks b for every item of t2
+    exclude = pd.DataFrame({"item_id": [11, 99], "worker_id": ["b", "a"]})
+    assert pairs(crowd.candidates(items, ["task"], exclude)) == [p for p in no_c if p not in ((11, "b"), (13, "b"))]
+    crowd.reset(5)
+    assert pairs(crowd.candidates(items, ["task"])) == everyone
+    with pytest.raises(ArgumentError, match="not in the recorded answer set"):
+        crowd.candidates(items.assign(task=["t1", "t9", "t3", "t2"]), ["task"])
+
+
+def test_a_platform_without_candidates_lets_anyone_answer_anything():
+    assert SimulatedCrowd(n_workers=3, seed=0).candidates(pd.DataFrame({"item_id": [0], "row_no": 1, "x": ["1"]}),
+                                                          ["x"]) is None
+
+
+# by hand: 12 tasks, 6 workers, each task answered by two neighbours (t_i by w_i mod 6 and w_(i+1) mod 6), so each
+# worker answered 4 of the 12 tasks (a sparse record); both answers agree, wrong on t01, t04 and t09
+SPARSE_TASKS = [f"t{i:02d}" for i in range(12)]
+SPARSE_TRUTH = {t: "xy"[i % 2] for i, t in enumerate(SPARSE_TASKS)}
+SPARSE_WRONG = {"t01", "t04", "t09"}
+SPARSE = pd.DataFrame([(t, f"w{(i + d) % 6}", ({"x": "y", "y": "x"}[SPARSE_TRUTH[t]] if t in SPARSE_WRONG
+                                                else SPARSE_TRUTH[t]))
+                       for i, t in enumerate(SPARSE_TASKS) for d in (0, 1)], columns=["task", "worker", "answer"])
+RECORDED_SPARSE = {(t, w): a for t, w, a in SPARSE.itertuples(index=False)}
+
+
+class Blind(Spy):
+    """The replay without its candidates: crowddb offers items to workers who may never have answered them."""
+
+    def candidates(self, items, published_columns, exclude=None):
+        return Platform.candidates(self, items, published_columns, exclude)
+
+
+def sparse_target(crowd):
+    result, got, report = _target(crowd, SPARSE_TASKS, 2)
+    got = got.drop(columns="item_no")
+    offered = pd.concat(crowd.offers, ignore_index=True).drop_duplicates("hit_id")
+    on = got.merge(offered, on="hit_id", suffixes=("", "_offered"))
+    return result, got, report, on
+
+
+def test_on_a_sparse_record_every_offer_is_kept():
+    result, got, report, on = sparse_target(Spy(SPARSE, seed=0, task_column="task"))
+    # every task's two recorded answers are bought, one a round: round 1 the seeded order, round 2 (no item stops
+    # before the crowd is measured) the one worker left, to whom crowddb offers it: every offer is kept
+    assert [report["rounds"], report["answers"], len(got)] == [2, 24, 24]
+    assert sorted(zip(got["task"], got["worker_id"], got["answer"])) == sorted(SPARSE.itertuples(index=False,
+                                                                                                   name=None))
+    assert len(on) == 12 and sorted(on["task"]) == SPARSE_TASKS
+    assert float((on["worker_id"] == on["worker_id_offered"]).mean()) == 1.0
+    assert on["answer"].tolist() == [RECORDED_SPARSE[(t, w)] for t, w in zip(on["task"], on["worker_id_offered"])]
+    # both answers agree on every task: the result is the recorded answer, right on 9 of the 12 tasks
+    assert result["label"].tolist() == [SPARSE.set_index("task")["answer"].groupby(level=0).first()[t]
+                                        for t in SPARSE_TASKS]
+    assert float((result["label"] == result["task"].map(SPARSE_TRUTH)).mean()) == 0.75
+    # without the candidates crowddb offers the 12 items to the first three workers, 4 each (every gain ties after
+    # one answer), who answered 4 of them in the record: 4 offers kept, the other 8 fall back (measured)
+    _, _, blind_report, blind_on = sparse_target(Blind(SPARSE, seed=0, task_column="task"))
+    assert [blind_report["rounds"], blind_report["answers"], len(blind_on)] == [2, 24, 12]
+    assert blind_on["worker_id_offered"].nunique() == 3
+    assert int((blind_on["worker_id"] == blind_on["worker_id_offered"]).sum()) == 4
+
+
+def test_a_platform_whose_candidates_are_not_pairs_is_refused():
+    class Broken(ReplayCrowd):
+        def candidates(self, items, published_columns, exclude=None):
+            return [("t01", "w1")]
+
+    with crowddb.connect(platform=Broken(SPARSE, seed=0, task_column="task"), seed=1, progress=False) as db:
+        db.load_frame("tasks", pd.DataFrame({"task": SPARSE_TASKS}))
+        with pytest.raises(PlatformError, match=r"candidates\(\) returned list .*columns item_id, worker_id"):
+            db.sql("SELECT task, getposition(task, domain := ['x', 'y'], accuracy := 0.95, max_assignments := 2) "
+                   "AS label FROM tasks").df()
