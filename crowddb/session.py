@@ -47,8 +47,10 @@ class CrowdDB:
 
     def __init__(self, database: str | Path | duckdb.DuckDBPyConnection = ":memory:", *, platform: Platform | None = None,
                  seed: int | None = None, budget: float | None = None, udfs: Iterable[str | Path] = (),
-                 progress: bool = True, read_only: bool = False, config: Mapping[str, Any] | None = None) -> None:
+                 progress: bool = True, read_only: bool = False, config: Mapping[str, Any] | None = None,
+                 spark: Any = None) -> None:
         seed, budget, udfs = _check_options(database, platform, seed, budget, udfs, progress, read_only, config)
+        self.spark = None if spark is None else _on_spark().check_session(spark)  # spark.<name> runs on it
         # a connection the caller opened is wrapped as it is (its attached databases, settings and registered objects)
         # and left open to its owner by close(); otherwise crowddb opens (and closes) its own
         self._owns_connection = not isinstance(database, duckdb.DuckDBPyConnection)
@@ -195,8 +197,11 @@ class CrowdDB:
     # ------------------------------------------------------------------------------------------- queries
     def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *,
             timeout: float | None = None):
-        """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``.
+        """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``; a query naming
+        a Spark table (``spark.<name>``, connected with ``spark=``) runs on Spark and returns a Spark DataFrame.
         ``timeout`` (seconds): how long a crowd query waits for people's answers (see ``AnswersOutstandingError``)."""
+        if self.spark is not None and (statements := _on_spark().names_spark(query)) is not None:
+            return _on_spark().run(self, statements, params)
         return pipeline.run(self._open(), query, params, caller_frame(), "sql", _timeout(timeout))
 
     query = sql
@@ -205,11 +210,15 @@ class CrowdDB:
                 timeout: float | None = None):
         """Run SQL like ``DuckDBPyConnection.execute``: returns the connection, ready to fetch (``timeout``: as
         ``sql``)."""
+        if self.spark is not None and _on_spark().names_spark(query) is not None:
+            raise ArgumentError("a statement naming a Spark table runs with db.sql(...): its Spark DataFrame")
         return pipeline.run(self._open(), query, params, caller_frame(), "execute", _timeout(timeout))
 
     def explain(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> QueryPlan:
         """How many HITs and assignments ``query`` would post, its estimated cost and the privacy parameters that
         apply; nothing is published, paid or written."""
+        if self.spark is not None and _on_spark().names_spark(query) is not None:
+            raise ArgumentError("explain() plans statements that run locally; it does not plan statements on Spark yet")
         return pipeline.explain(self._open(), query, params, caller_frame())
 
     def tradeoff(self, query: str, ks: Iterable[int] = TRADEOFF_KS, params: Any = None) -> pd.DataFrame:
@@ -253,14 +262,21 @@ class CrowdDB:
     def declare_roles(self, table: str, *, quasi_identifiers: Iterable[str] = (), sensitive: Iterable[str] = (),
                       core: Iterable[str] = (), ground_truth: str | None = None, key: str | None = None,
                       kinds: Mapping[str, str] | None = None) -> TableRoles:
-        """Declare (replace) the column roles of an existing table; persisted in ``crowddb_columns``."""
+        """Declare (replace) the column roles of an existing table; persisted in ``crowddb_columns``.
+        ``'spark:<name>'``: a table of the connected Spark session (quasi-identifiers, sensitive, key, kinds)."""
+        if isinstance(table, str) and table.lower().startswith("spark:"):
+            return _on_spark(self).declare_roles(self, table[6:], quasi_identifiers=quasi_identifiers,
+                                                  sensitive=sensitive, core=core, ground_truth=ground_truth, key=key,
+                                                  kinds=kinds)
         self._state.protected = True
         return declare_roles(self.con, resolve_table(self.con, table), quasi_identifiers=quasi_identifiers,
                              sensitive=sensitive, core=core,
                              ground_truth=ground_truth, key=key, kinds=kinds)
 
     def roles(self, table: str) -> TableRoles:
-        """The declared roles of ``table``."""
+        """The declared roles of ``table`` (``'spark:<name>'``: of a Spark table, as a dict)."""
+        if isinstance(table, str) and table.lower().startswith("spark:"):
+            return _on_spark(self).roles(self, table[6:])
         return roles_of(self.con, resolve_table(self.con, table))
 
     # ------------------------------------------------------------------------------------------ epsilon budget
@@ -322,7 +338,18 @@ class CrowdDB:
 
 
 #: the options ``connect()`` takes besides database, platform and seed
-CONNECT_OPTIONS = ("budget", "udfs", "progress", "read_only", "config")
+CONNECT_OPTIONS = ("budget", "udfs", "progress", "read_only", "config", "spark")
+
+
+def _on_spark(db: CrowdDB | None = None):
+    """crowddb/spark/sql.py, imported when first used (crowddb imports without PySpark); ``db``: one that must have
+    a Spark session."""
+    if db is not None and db.spark is None:
+        raise ArgumentError("a spark:<name> table needs a Spark session: crowddb.connect(path, "
+                            "spark=SparkSession.builder.getOrCreate())")
+    from .spark import sql
+
+    return sql
 
 
 def _check_options(database: Any, platform: Any, seed: Any, budget: Any, udfs: Any, progress: Any, read_only: Any,
@@ -399,7 +426,8 @@ def connect(database: str | Path | duckdb.DuckDBPyConnection = ":memory:", *, pl
     """Open a crowd database (a DuckDB file, or in memory), or wrap an open ``duckdb`` connection (which stays
     open to its owner when crowddb closes). ``platform`` defaults to the embedded simulated crowd;
     ``seed`` makes every random choice (crowd, anonymization, noise) reproducible. Options: budget (US$ per query),
-    udfs (extra folders of operator definitions), progress, read_only, config (DuckDB settings)."""
+    udfs (extra folders of operator definitions), progress, read_only, config (DuckDB settings), spark (a
+    SparkSession: statements naming ``spark.<name>`` run on it, crowddb/spark/sql.py)."""
     unknown = [name for name in options if name not in CONNECT_OPTIONS]
     if unknown:
         raise ArgumentError(f"connect(): unknown option{'s' if len(unknown) > 1 else ''} "

@@ -6,6 +6,8 @@ are chosen by Spark aggregations, each partition of at most ``max_partition_rows
 vectorized Mondrian inside an executor. ``anonymize(db, df, k, name='census')`` is the same release of a Spark table
 whose roles were declared (``declare_roles(db, 'census', df, quasi_identifiers=[...], key='id')``), checked against
 its earlier releases and recorded (crowddb/spark/ledger.py). ``truth_discover(answers, ...)`` is truth inference.
+crowddb SQL naming ``spark.<name>`` runs on Spark through ``crowddb.connect(path, spark=session)``'s ``db.sql``
+(crowddb/spark/sql.py: ANONYMIZE and TRUTH_DISCOVER, the rest transpiled by sqlglot, behind the guard).
 Needs the ``spark`` extra (``pip install "crowddb[spark]"``) and Java 17.
 """
 

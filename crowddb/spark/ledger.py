@@ -17,6 +17,7 @@ through Spark's own file system, so it may live wherever the cluster's storage i
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -30,7 +31,7 @@ from crowddb.spark.encoding import qi_list
 from crowddb.spark.mondrian import DEFAULT_PARTITION_ROWS, anonymize
 from crowddb.store import spark_tables
 
-__all__ = ["declare_roles", "recover", "release", "releases", "roles"]
+__all__ = ["declare_roles", "declared", "recover", "release", "releases", "roles"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _ROW, _H1, _H2, _K = "row_ref", "h1", "h2", "k"
@@ -86,7 +87,8 @@ def declare_roles(db: Any, name: str, df: DataFrame, *, quasi_identifiers, key: 
         if db.database == ":memory:":
             raise ArgumentError(f"spark:{name}: an in-memory database keeps nothing; pass history='folder' for "
                                 "the rows' histories, or connect to a database file")
-        history = f"{db.database}.spark/{name}"
+        # absolute: Spark resolves a relative path against the JVM's folder, which is not Python's after os.chdir
+        history = f"{os.path.abspath(db.database)}.spark/{name}"
     before = spark_tables.table(con, name)
     if before is not None and before[2] is not None and before[0]["key"] != key:
         raise PrivacyError(f"spark:{name}: its releases follow rows by {before[0]['key']!r}; a new key {key!r} would "
@@ -103,6 +105,11 @@ def _declared(con, name: str) -> tuple[dict[str, Any], str, int | None]:
         raise ArgumentError(f"spark:{name} has no declared roles: crowddb.spark.declare_roles(db, {name!r}, df, "
                             "quasi_identifiers=[...], key='id') first")
     return found
+
+
+def declared(db: Any) -> list[str]:
+    """The names of the Spark tables whose roles are declared in the crowddb database."""
+    return spark_tables.names(_con(db))
 
 
 def roles(db: Any, name: str) -> dict[str, Any]:

@@ -88,3 +88,8 @@ def forget(con: duckdb.DuckDBPyConnection, name: str, release_no: int) -> None:
     """A pending release whose history version was never written whole: rolled back."""
     con.execute("DELETE FROM crowddb_spark_releases WHERE name = ? AND release_no = ? AND status = 'pending'",
                 [name, release_no]).fetchall()
+
+
+def names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The names of the Spark tables whose roles are declared."""
+    return [name for (name,) in con.execute("SELECT name FROM crowddb_spark_tables ORDER BY name").fetchall()]

@@ -1,0 +1,596 @@
+"""crowddb SQL on Spark (issue 27): a statement given to ``db.sql(...)`` that names a Spark table, written
+``spark.<name>`` (a table or temp view of the SparkSession passed to ``crowddb.connect(..., spark=session)``), runs
+on Spark, with the same privacy promise as locally.
+
+One statement's way (every refusal is a crowddb error raised before anything runs or is recorded):
+
+1. Found by parsing (sqlglot, DuckDB's dialect): an ``exp.Table`` whose schema part is ``spark``, or a table
+   function whose input is one. Only one statement, a query (SELECT, WITH ... SELECT, set operations), runs on
+   Spark; any other statement naming ``spark.`` is refused (the statement gate), as is any other table in it (Spark
+   cannot read DuckDB's tables, and an unprefixed name would reach Spark's catalog unchecked).
+2. ``ANONYMIZE(spark.t, k := 10 [, keep_key, method := 'mondrian', strict := true, quasi_identifiers := [the
+   declared ones]])`` becomes the ledger's recorded release of the declared table (``crowddb.spark.ledger.release``);
+   ``TRUTH_DISCOVER(spark.answers, object :=, source :=, value := [, method, output, tol, max_iter, options])``
+   becomes ``crowddb.spark.truth.truth_discover``'s objects or sources. Each is a temp view with a fresh name in the
+   statement. PRIVATE_SYNTH and the human operators do not run on Spark yet (refused, naming what does).
+3. The guard: a column of a Spark table with declared roles that is a quasi-identifier, a sensitive column or the
+   key may not be read anywhere outside ANONYMIZE (select list, WHERE, JOIN, GROUP BY, ORDER BY, HAVING, windows,
+   subqueries, CTEs; ``*`` and a whole-row reference read every column), since rows chosen by a protected column
+   give it away as much as showing it. Columns are found by sqlglot's own ``qualify`` (with a schema of the Spark
+   tables' columns: stars expanded, USING and NATURAL joins written out) and scope analysis; a column it cannot
+   resolve, a call that is not one of DuckDB's own side-effect-free built-ins (``crowddb.privacy.functions``, the
+   local allow list), a call of a function the Spark session defines (a UDF may shadow a built-in, and a SQL UDF may
+   read a table) and DuckDB's ``COLUMNS(...)`` are refused: unknown means refused.
+4. The checked statement, table functions replaced by their views and ``spark.<name>`` by ``<name>``, is transpiled
+   by sqlglot (``dialect='spark'``) and analysed by Spark with the releases' exact (empty) schemas before any release
+   is made, so a statement Spark rejects records nothing; then the release is made and recorded, and
+   ``spark.sql(...)`` runs the statement. ``db.sql`` returns its Spark DataFrame.
+
+Fail closed on names the roles do not cover: an undeclared Spark table that reads what a declared one reads (a view
+over it, a DataFrame derived from it, the same files read again: found by the semantic hashes of their plans'
+leaves) is refused until its roles are declared. A documented limit: at most one ANONYMIZE per statement (two
+releases are two ledger records, which one statement could not undo together).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import uuid
+from typing import Any
+
+import duckdb
+import sqlglot
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, traverse_scope
+from sqlglot.tokens import TokenType
+
+from crowddb._sql import DIALECT, identifier
+from crowddb.arguments import NUMBER, REQUIRED, SEED, Param, bind
+from crowddb.errors import ArgumentError, CrowdDBError, PrivacyError, SQLParseError, StatementRefusedError
+from crowddb.privacy.functions import Functions
+from crowddb.query import params as query_params
+from crowddb.query.plan import split_arguments
+from crowddb.query.text import is_table_function, parse
+from crowddb.spark import ledger
+from crowddb.spark.mondrian import CLASS
+from crowddb.spark.truth import truth_discover
+
+__all__ = ["SPARK", "check_session", "declare_roles", "names_spark", "roles", "run"]
+
+#: the schema part that names a Spark table in crowddb SQL: ``spark.census``
+SPARK = "spark"
+_VIEW_PREFIX = "__crowd_spark_"  # the temp views of a statement's table functions (a fresh name each)
+#: ANONYMIZE's and TRUTH_DISCOVER's SQL arguments, as the local specs declare them
+#: (crowddb/operators/table_functions/anonymize.py, truth_discover.py)
+_ANONYMIZE = {"k": Param(int, 10), "method": Param(str, "mondrian"), "quasi_identifiers": Param(list, None),
+              "strict": Param(bool, True), "sensitive": Param(str, None), "l": Param(int, None), "seed": SEED,
+              "hierarchies": Param(dict, None), "keep_key": Param(bool, False)}
+_TRUTH = {"object": Param(str, REQUIRED), "source": Param(str, REQUIRED), "value": Param(str, REQUIRED),
+          "method": Param(str, "auto"), "output": Param(str, "objects"), "perturb": Param(str, None),
+          "epsilon": Param(NUMBER, None), "delta": Param(NUMBER, None), "seed": SEED, "tol": Param(NUMBER, 1e-6),
+          "max_iter": Param(int, 100)}
+_TRUTH_COLUMNS = {"objects": ["object", "truth", "confidence"], "sources": ["source", "weight"]}
+_WORKS = ("what runs on Spark today: SELECT queries over spark.<name> tables, ANONYMIZE(spark.<name>, k := ...) of a "
+          "table whose roles are declared, and TRUTH_DISCOVER(spark.<name>, object := ..., source := ..., value := "
+          "...)")
+
+
+# ------------------------------------------------------------------------------------------ finding Spark tables
+def _parts(node: exp.Expression) -> list[exp.Expression]:
+    """A table reference's name parts, outermost first (catalog, schema, table), those present."""
+    keys = ("catalog", "db", "this") if isinstance(node, exp.Table) else ("catalog", "db", "table", "this")
+    return [node.args[k] for k in keys if node.args.get(k) is not None]
+
+
+def _spark_name(node: exp.Expression) -> str | None:
+    """The Spark table ``node`` names (``spark.census`` -> 'census'), None when it names none. A longer name under
+    ``spark`` is refused: only ``spark.<name>`` is a Spark table in crowddb SQL."""
+    parts = _parts(node)
+    if len(parts) < 2 or not all(isinstance(p, exp.Identifier) for p in parts):
+        return None
+    if parts[0].name.lower() != SPARK:  # DuckDB compares names case-insensitively, quoted or not
+        return None
+    if len(parts) != 2:
+        raise ArgumentError(f"{node.sql(DIALECT)}: a Spark table is written spark.<name> (a table or temp view of the "
+                            "session's current database); create a temp view of it and name that")
+    return parts[1].name.lower()  # Spark's catalog, as DuckDB, reads names case-insensitively
+
+
+def _function_input(call: exp.Anonymous) -> exp.Expression | None:
+    """A table function's first positional argument (its input), if any."""
+    first = call.expressions[0] if call.expressions else None
+    return None if isinstance(first, (exp.PropertyEQ, exp.Kwarg, exp.EQ)) else first
+
+
+def _names(statement: exp.Expression) -> list[str]:
+    """The Spark tables a statement names: in FROM / JOIN, or as a table function's input."""
+    found = []
+    for node in statement.find_all(exp.Table):
+        if is_table_function(node):
+            arg = _function_input(node.this)
+            name = _spark_name(arg) if isinstance(arg, (exp.Column, exp.Table)) else None
+        else:
+            name = _spark_name(node)
+        if name is not None:
+            found.append(name)
+    return found
+
+
+_TOKENIZER = Dialect.get_or_raise(DIALECT).tokenizer_class()
+
+
+def names_spark(query: Any) -> list[exp.Expression] | None:
+    """The parsed statements of ``query`` when one of them names a Spark table (``spark.<name>``), else None (the
+    text goes the local way, untouched). A text that cannot be parsed but holds the tokens ``spark .`` is refused:
+    crowddb cannot tell whether it reads a Spark table."""
+    if not isinstance(query, str) or SPARK not in query.lower():  # (no statement names spark without the word)
+        return None
+    try:
+        statements = parse(query)
+    except SQLParseError:
+        if _spark_tokens(query):
+            raise
+        return None
+    for statement in statements:
+        if _names(statement) or (isinstance(statement, exp.Command) and _spark_tokens(statement.sql(DIALECT))):
+            return statements
+    return None
+
+
+def _spark_tokens(text: str) -> bool:
+    """Do the text's tokens hold a name ``spark`` followed by a dot (a text sqlglot could not parse or kept as a
+    command)? A text that cannot be tokenized might: yes."""
+    try:
+        tokens = _TOKENIZER.tokenize(text)
+    except Exception:  # noqa: BLE001 - sqlglot's TokenError and whatever else its tokenizer trips on
+        return True
+    return any(a.text.lower() == SPARK and a.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
+               and b.token_type == TokenType.DOT for a, b in itertools.pairwise(tokens))
+
+
+# ------------------------------------------------------------------------------------------ roles of Spark tables
+def check_session(spark: Any) -> SparkSession:
+    """``crowddb.connect(..., spark=session)``'s session, checked."""
+    if not isinstance(spark, SparkSession):
+        raise ArgumentError(f"spark must be a pyspark.sql.SparkSession (SparkSession.builder.getOrCreate()), got "
+                            f"{type(spark).__name__}")
+    return spark
+
+
+def _session(db: Any) -> SparkSession:
+    spark = getattr(db, "spark", None)
+    if spark is None:
+        raise ArgumentError("this crowddb database has no Spark session: connect with crowddb.connect(path, "
+                            "spark=SparkSession.builder.getOrCreate()) to name Spark tables (spark:<name>, "
+                            "spark.<name>)")
+    return spark
+
+
+def _catalog_table(spark: SparkSession, name: str) -> DataFrame:
+    """The Spark catalog's table or temp view ``name``, as a DataFrame (its plan only: nothing runs)."""
+    try:
+        return spark.table(f"`{name.replace('`', '``')}`")
+    except (AnalysisException, ParseException):
+        raise ArgumentError(f"spark.{name}: no such table or temp view in the Spark session's catalog; register "
+                            f"one first (df.createOrReplaceTempView({name!r}) or df.write.saveAsTable({name!r}))"
+                            ) from None
+
+
+def _ledger_name(db: Any, name: str) -> str | None:
+    """The ledger's name of the Spark catalog table ``name``: Spark's catalog compares names case-insensitively, so
+    does this (a table declared as 'Census' is spark.census); None when none is declared. Two declared names that
+    differ only in case are refused: which ledger holds the rows' history could not be told."""
+    found = [n for n in ledger.declared(db) if n.lower() == name.lower()]
+    if len(found) > 1:
+        raise PrivacyError(f"spark.{name}: roles are declared under {sorted(found)}, which Spark's catalog reads as "
+                           "one table; crowddb cannot tell which ledger holds its rows")
+    return found[0] if found else None
+
+
+def _leaves(table: DataFrame) -> set[int]:
+    """What ``table`` reads, whatever view, query or DataFrame names it: the semantic hashes of its analysed plan's
+    leaves (Spark's canonical form of each relation it scans: the same rows read under another name hash alike)."""
+    leaves = table._jdf.queryExecution().analyzed().collectLeaves()
+    return {int(leaves.apply(i).semanticHash()) for i in range(leaves.size())}
+
+
+def _refuse_copies_of_declared(db: Any, spark: SparkSession, undeclared: dict[str, DataFrame]) -> None:
+    """Fail closed on names the roles do not cover: an undeclared Spark table that reads what a declared one reads (a
+    view over it, a DataFrame derived from it, its files read again) would carry its protected columns past the
+    guard, so it is refused until its own roles are declared. A declared table that is not in the session's catalog
+    cannot be compared and is passed over (nothing here reads it by that name)."""
+    if not undeclared:
+        return
+    protected: dict[int, str] = {}
+    for name in ledger.declared(db):
+        try:
+            table = spark.table(f"`{name.replace('`', '``')}`")
+        except (AnalysisException, ParseException):
+            continue
+        for leaf in _leaves(table):
+            protected.setdefault(leaf, name)
+    for name, table in undeclared.items():
+        source = next((protected[leaf] for leaf in sorted(_leaves(table)) if leaf in protected), None)
+        if source is not None:
+            raise PrivacyError(f"spark.{name} reads the rows of spark.{source}, whose roles are declared, and has no "
+                               f"roles of its own, so crowddb cannot tell which of its columns are protected; declare "
+                               f"them (db.declare_roles('spark:{name}', ...)) or read spark.{source} itself. Nothing "
+                               "ran or was recorded")
+
+
+def declare_roles(db: Any, name: str, *, quasi_identifiers=(), sensitive=(), core=(), ground_truth=None,
+                  key: str | None = None, kinds=None) -> dict[str, Any]:
+    """``db.declare_roles('spark:<name>', ...)``: the roles of the Spark catalog table ``name``, declared through
+    ``crowddb.spark.ledger.declare_roles`` (the name already declared under another case is kept)."""
+    spark = _session(db)
+    if tuple(core or ()) or ground_truth is not None:
+        raise ArgumentError(f"spark:{name}: a Spark table's roles are quasi-identifiers, sensitive columns and the "
+                            "key; core and ground_truth are not kept for Spark tables yet: leave them out")
+    df = _catalog_table(spark, name)
+    return ledger.declare_roles(db, _ledger_name(db, name) or name, df, quasi_identifiers=quasi_identifiers,
+                                sensitive=sensitive, key=key, kinds=kinds)
+
+
+def roles(db: Any, name: str) -> dict[str, Any]:
+    """``db.roles('spark:<name>')``: the declared roles of the Spark table ``name``."""
+    _session(db)
+    return ledger.roles(db, _ledger_name(db, name) or name)
+
+
+# ------------------------------------------------------------------------------------------ table functions
+@dataclasses.dataclass
+class _Call:
+    """One table function of the statement, to become a temp view of the name ``view``."""
+
+    kind: str                 # 'anonymize' | 'truth_discover'
+    table: str                # the Spark table it reads
+    args: dict[str, Any]
+    options: dict[str, Any]   # TRUTH_DISCOVER's method options
+    view: str
+    columns: list[str]        # the view's columns
+
+
+def _bind_call(node: exp.Table, tables: dict[str, DataFrame], declared: dict[str, dict | None]) -> _Call:
+    call = node.this
+    kind = call.name.lower()
+    what = call.name.upper()
+    positional, named = split_arguments(call, what)
+    name = _spark_name(positional[0]) if len(positional) == 1 and isinstance(
+        positional[0], (exp.Column, exp.Table)) else None
+    if name is None:
+        raise ArgumentError(f"{what} on Spark takes one input, a Spark table spark.<name>, then named arguments; "
+                            f"got {call.sql(DIALECT)}")
+    columns = tables[name].columns
+    view = f"{_VIEW_PREFIX}{uuid.uuid4().hex[:12]}"
+    if kind == "anonymize":
+        args = bind(what, named, _ANONYMIZE)
+        roles_of = declared[name]
+        if roles_of is None:
+            raise ArgumentError(f"ANONYMIZE(spark.{name}): its roles are not declared; declare them first: "
+                                f"db.declare_roles('spark:{name}', quasi_identifiers=[...], sensitive=[...], "
+                                "key='id')")
+        unsupported = {"method": args["method"] != "mondrian", "strict": not args["strict"],
+                       "sensitive": args["sensitive"] is not None, "l": args["l"] is not None,
+                       "seed": args["seed"] is not None, "hierarchies": args["hierarchies"] is not None}
+        refused = [a for a, bad in unsupported.items() if bad]
+        if refused:
+            raise ArgumentError(f"ANONYMIZE(spark.{name}): {', '.join(refused)} := ... is not available on Spark "
+                                "(it runs strict Mondrian, unshuffled, over the declared quasi-identifiers: k, "
+                                "keep_key, method := 'mondrian', strict := true, quasi_identifiers := the declared "
+                                "ones); run the rest locally")
+        qis = roles_of["quasi_identifiers"]
+        if args["quasi_identifiers"] is not None and sorted(map(str.lower, args["quasi_identifiers"])) != sorted(
+                map(str.lower, qis)):
+            raise ArgumentError(f"ANONYMIZE(spark.{name}): quasi_identifiers := {args['quasi_identifiers']} differs "
+                                f"from the declared {qis}; the ledger checks releases over the declared ones: "
+                                f"declare them with db.declare_roles('spark:{name}', ...) or leave the argument out")
+        key = roles_of["key"]
+        out = [c for c in columns if args["keep_key"] or c != key] + [CLASS]
+        return _Call(kind, name, args, {}, view, out)
+    if kind == "truth_discover":
+        spec_named = {k: v for k, v in named.items() if k in _TRUTH}
+        options = {k: v for k, v in named.items() if k not in _TRUTH}
+        args = bind(what, spec_named, _TRUTH)
+        if args["perturb"] is not None or args["epsilon"] is not None or args["delta"] is not None:
+            raise ArgumentError(f"TRUTH_DISCOVER(spark.{name}): local DP (perturb, epsilon, delta) is not available on "
+                                "Spark; run it locally (TRUTH_DISCOVER over a DuckDB table)")
+        if args["output"] not in _TRUTH_COLUMNS:
+            raise ArgumentError(f"TRUTH_DISCOVER: output must be 'objects' or 'sources', got {args['output']!r}")
+        return _Call(kind, name, args, options, view, list(_TRUTH_COLUMNS[args["output"]]))
+    raise ArgumentError(f"{what}(spark.{name}) does not run on Spark yet; {_WORKS}")
+
+
+# ------------------------------------------------------------------------------------------ the guard
+@functools.cache
+def _functions() -> Functions:
+    """The local allow list of calls (crowddb.privacy.functions) over a pristine DuckDB: DuckDB's own built-ins
+    without side effects or session state; the statement is written in DuckDB's dialect and transpiled from it."""
+    return Functions(duckdb.connect())
+
+
+def _schema(tables: dict[str, DataFrame], calls: list[_Call]) -> dict[str, dict[str, dict[str, str]]]:
+    """``{'spark': {table: {column: type}}}`` for qualify: the Spark tables' columns, and the views' columns."""
+    out: dict[str, dict[str, str]] = {}
+    for name, df in tables.items():
+        out[name] = {f.name: _type(f.dataType.simpleString()) for f in df.schema.fields}
+    for call in calls:
+        out[call.view] = dict.fromkeys(call.columns, "TEXT")
+    return {SPARK: out}
+
+
+def _type(spark_type: str) -> str:
+    try:
+        return exp.DataType.build(spark_type, dialect="spark").sql(DIALECT)
+    except Exception:  # noqa: BLE001 - a Spark type sqlglot does not know: still a column, of unknown type
+        return "UNKNOWN"
+
+
+def _protected(declared: dict[str, Any] | None) -> dict[str, str]:
+    """A declared Spark table's protected columns (lower-cased, as qualify writes them) and each one's role."""
+    if declared is None:
+        return {}
+    roles = {c.lower(): "a quasi-identifier" for c in declared["quasi_identifiers"]}
+    roles.update({c.lower(): "a sensitive column" for c in declared["sensitive"]})
+    roles[declared["key"].lower()] = "the key"
+    return roles
+
+
+def _source(scope: Scope | None, alias: str) -> exp.Table | Scope | None:
+    """The source ``alias`` names, from ``scope`` outwards (a correlated subquery reads its parents' sources)."""
+    while scope is not None:
+        if alias in scope.sources:
+            return scope.sources[alias]
+        scope = scope.parent
+    return None
+
+
+def _tables_in_reach(scope: Scope | None) -> list[str]:
+    """The stored tables a scope and its parents read (by name)."""
+    out = []
+    while scope is not None:
+        out += [s.name for s in scope.sources.values() if isinstance(s, exp.Table)]
+        scope = scope.parent
+    return out
+
+
+def _lambda_parameter(column: exp.Column) -> bool:
+    lam = column.find_ancestor(exp.Lambda)
+    while lam is not None:
+        if column.name in {p.name for p in lam.expressions}:
+            return True
+        lam = lam.find_ancestor(exp.Lambda)
+    return False
+
+
+def _alias_reference(column: exp.Column) -> bool:
+    """An unqualified name of one of its SELECT's own output columns (ORDER BY z, GROUP BY z), which qualify leaves
+    as it is: what it reads is read (and checked) in the select list."""
+    select = column.find_ancestor(exp.Select)
+    return select is not None and column.name in set(select.named_selects)
+
+
+def guard(statement: exp.Expression, tables: dict[str, DataFrame], declared: dict[str, dict | None],
+          calls: list[_Call]) -> exp.Expression:
+    """The statement qualified (every column with its table, stars expanded), after checking that it reads no
+    protected column of a declared Spark table (see the module's docs); PrivacyError naming the column otherwise."""
+    odd = statement.find(exp.Pivot, exp.MatchRecognize, exp.Into)
+    if odd is not None:  # they read (or write) columns by names that are not column references
+        raise PrivacyError(f"{odd.sql(DIALECT)}: crowddb does not follow which columns PIVOT, UNPIVOT, MATCH_RECOGNIZE "
+                           "or SELECT ... INTO read on Spark; write it with GROUP BY and CASE")
+    try:
+        checked = qualify(statement.copy(), schema=_schema(tables, calls), dialect=DIALECT,
+                          validate_qualify_columns=True, quote_identifiers=True, identify=True)
+    except sqlglot.errors.SqlglotError as err:
+        raise PrivacyError(f"crowddb cannot tell which columns this statement reads ({err}); it is not run on Spark. "
+                           "Name each column by a column of the Spark tables it reads") from None
+    readable = ("read it through ANONYMIZE(spark.{t}, k := ...), or read only its other columns; a row chosen by a "
+                "protected column gives that column away as much as showing it")
+    found: set[int] = set()
+    for scope in traverse_scope(checked):
+        opaque = _functions().opaque(scope.expression)
+        if opaque:
+            raise PrivacyError(f"{opaque}: crowddb cannot tell what this call reads, so it is not run on Spark; "
+                               "use DuckDB's built-in functions (sqlglot writes them in Spark's dialect)")
+        for node in scope.find_all(exp.Columns, exp.Star):
+            if isinstance(node, exp.Columns) or not isinstance(node.parent, exp.Count):
+                raise PrivacyError(f"{node.parent.sql(DIALECT) if node.parent else node.sql(DIALECT)}: crowddb "
+                                   "cannot tell which columns this reads; name the columns")
+        for node in scope.find_all(exp.Column, exp.TableColumn):
+            found.add(id(node))
+            alias = node.name if isinstance(node, exp.TableColumn) else node.table
+            if not alias:
+                if isinstance(node, exp.Column) and _lambda_parameter(node):
+                    continue
+                if isinstance(node, exp.Column) and _alias_reference(node):
+                    # the output column, in DuckDB as in Spark; a name also of a protected column is refused all the
+                    # same, rather than trusting that both engines read it as the output column
+                    shadowed = [t for t in _tables_in_reach(scope) if node.name.lower() in _protected(
+                        declared.get(t))]
+                    if shadowed:
+                        raise PrivacyError(f"{node.sql(DIALECT)} names an output column and the protected "
+                                           f"spark.{shadowed[0]}.{node.name}; give the output column another name")
+                    continue
+                raise PrivacyError(f"{node.sql(DIALECT)}: crowddb cannot tell which table this column is read from; "
+                                   "qualify it (table.column)")
+            source = _source(scope, alias)
+            if isinstance(source, Scope):
+                continue  # a derived table's column: what it reads is checked in its own scope
+            if not isinstance(source, exp.Table):
+                raise PrivacyError(f"{node.sql(DIALECT)}: crowddb cannot tell which table {alias!r} is")
+            name = source.name
+            protected = _protected(declared.get(name))
+            if isinstance(node, exp.TableColumn):
+                if protected:
+                    raise PrivacyError(f"{node.sql(DIALECT)} reads every column of spark.{name}, whose "
+                                       f"{sorted(protected)} are protected; "
+                                       + readable.format(t=name))
+            elif node.name.lower() in protected:
+                raise PrivacyError(f"spark.{name}.{node.name} is protected ({protected[node.name.lower()]} of "
+                                   f"spark.{name}) and read outside ANONYMIZE; " + readable.format(t=name))
+    unscoped = [n for n in checked.find_all(exp.Column, exp.TableColumn) if id(n) not in found]
+    if unscoped:
+        raise PrivacyError(f"{unscoped[0].sql(DIALECT)}: crowddb cannot tell where this column is read; "
+                           "it is not run on Spark")
+    for call in calls:  # a table function's own reads (ANONYMIZE reads its table: that is the release)
+        protected = _protected(declared.get(call.table))
+        if call.kind == "truth_discover":
+            read = [call.args[r] for r in ("object", "source", "value")]
+            bad = [c for c in read if c.lower() in protected]
+            if bad:
+                raise PrivacyError(f"TRUTH_DISCOVER(spark.{call.table}) reads {bad}, protected columns of "
+                                   f"spark.{call.table}; " + readable.format(t=call.table))
+    return checked
+
+
+# ------------------------------------------------------------------------------------------ running it
+def _spark_text(checked: exp.Expression) -> str:
+    """The checked statement in Spark's dialect: ``spark.<name>`` read as Spark's ``<name>``."""
+    out = checked.copy()
+    for table in list(out.find_all(exp.Table)):
+        if _spark_name(table) is not None:
+            table.set("db", None)
+    return out.sql(dialect="spark")
+
+
+_PRISTINE: dict[str, Any] = {}  # the SparkContext's session without the caller's functions, and its lookups
+
+
+def _builtin(spark: SparkSession, name: str) -> tuple[str | None, str] | None:
+    """(catalog, class) of ``name`` in a new session of the same Spark (only Spark's built-ins and persistent
+    functions: temporary ones belong to the session that made them); None when it is no function there."""
+    if _PRISTINE.get("context") is not spark.sparkContext:  # (a context stopped and made again: a new one)
+        _PRISTINE.update(context=spark.sparkContext, session=spark.newSession(), seen={})
+    pristine, seen = _PRISTINE["session"], _PRISTINE["seen"]
+    if name not in seen:
+        seen[name] = _lookup(pristine, name)
+    return seen[name]
+
+
+def _lookup(spark: SparkSession, name: str) -> tuple[str | None, str] | None:
+    try:
+        found = spark.catalog.getFunction(name)
+    except (AnalysisException, ParseException):
+        return None
+    except Exception:  # noqa: BLE001 - a lookup that fails otherwise: unknown, so never taken for a built-in
+        return "?", "?"
+    return found.catalog, found.className
+
+
+def _user_functions(spark: SparkSession, text: str) -> None:
+    """Refuse a call of a function that is not Spark's own built-in in the Spark text: a Python UDF or a SQL function
+    the session registered (either may take a built-in's name, which Spark then resolves to it, and a SQL function
+    may read a table) or a persistent one. Every name right before ``(`` is looked up in the session and in a new
+    one (keywords and types are no functions in either)."""
+    tokens = Dialect.get_or_raise("spark").tokenizer_class().tokenize(text)
+    called = sorted({a.text.lower() for a, b in itertools.pairwise(tokens) if b.token_type == TokenType.L_PAREN
+                     and a.token_type not in (TokenType.L_PAREN, TokenType.COMMA, TokenType.R_PAREN)})
+    for name in called:
+        found = _lookup(spark, name)
+        if found is None:
+            continue  # syntax (IN, OVER, VALUES, a type): nothing the session could resolve as a function
+        builtin = _builtin(spark, name)
+        if builtin is None or builtin[0] is not None or found != builtin:
+            raise PrivacyError(f"{name}(...): the Spark session defines a function of this name, whose reads crowddb "
+                               "cannot see; it is not run. Use Spark's built-in functions")
+
+
+def _placeholder(call: _Call, table: DataFrame, declared: dict[str, Any]) -> DataFrame:
+    """An empty DataFrame with the exact schema of the call's release (Spark analyses the statement against it before
+    anything is released): the quasi-identifiers become string labels, a long ``class`` is added, the key dropped
+    unless kept (crowddb/spark/mondrian.py, ledger.py)."""
+    qis = set(declared["quasi_identifiers"])
+    cols = [F.lit(None).cast("string").alias(c) if c in qis else F.col(c) for c in table.columns]
+    out = table.limit(0).select(*cols, F.lit(None).cast("long").alias(CLASS))
+    return out if call.args["keep_key"] else out.drop(declared["key"])
+
+
+def _analysed(spark: SparkSession, text: str) -> DataFrame:
+    try:
+        return spark.sql(text)
+    except (AnalysisException, ParseException) as err:
+        raise CrowdDBError(f"Spark rejected the statement as transpiled to Spark SQL ({text}): "
+                           f"{str(err).splitlines()[0]}") from None
+
+
+def run(db: Any, statements: list[exp.Expression], params: Any = None) -> DataFrame:
+    """Run a statement that names a Spark table on the db's Spark session; returns its Spark DataFrame."""
+    spark = _session(db)
+    if db.con is None:
+        raise CrowdDBError("the connection is closed")
+    if len(statements) != 1:
+        raise ArgumentError("a text naming a Spark table runs on Spark one statement at a time; send each "
+                            "statement to db.sql(...) on its own")
+    statement = query_params.bind(statements[0], params)
+    if not isinstance(statement, exp.Query):
+        raise StatementRefusedError(f"only SELECT statements (and WITH ... SELECT) run on Spark; this "
+                                    f"{type(statement).__name__.upper()} names a Spark table and is not run. Write "
+                                    "Spark tables with Spark itself (df.write...)")
+    registry = db.registry
+    humans = sorted({n.name for n in statement.find_all(exp.Anonymous) if n.name in registry})
+    if humans:
+        raise ArgumentError(f"human operators ({', '.join(humans)}) do not run on Spark yet; {_WORKS}. Ask the crowd "
+                            "about a local table (e.g. db.load_frame(name, df.toPandas(), ...))")
+    function_nodes = [n for n in statement.find_all(exp.Table) if is_table_function(n)]
+    ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+    for node in statement.find_all(exp.Table):
+        if is_table_function(node):
+            continue
+        if not isinstance(node.this, exp.Identifier):
+            raise ArgumentError(f"{node.sql(DIALECT)}: a table function that does not run on Spark; {_WORKS}")
+        if _spark_name(node) is None and (len(_parts(node)) > 1 or node.name.lower() not in ctes):
+            raise ArgumentError(f"{node.sql(DIALECT)}: a statement on Spark reads only Spark tables, written "
+                                "spark.<name> (and its own CTEs). Load a local table into Spark first "
+                                "(spark.createDataFrame(...).createOrReplaceTempView(...))")
+    names = sorted(set(_names(statement)))
+    tables = {name: _catalog_table(spark, name) for name in names}
+    declared: dict[str, dict | None] = {}
+    for name in names:
+        ledger_name = _ledger_name(db, name)
+        declared[name] = None if ledger_name is None else ledger.roles(db, ledger_name)
+    _refuse_copies_of_declared(db, spark, {n: tables[n] for n in names if declared[n] is None})
+    calls = [_bind_call(node, tables, declared) for node in function_nodes]
+    if sum(c.kind == "anonymize" for c in calls) > 1:
+        raise ArgumentError("one ANONYMIZE per statement on Spark: each is a release recorded in the ledger; release "
+                            "each table in a statement of its own")
+    for node, call in zip(function_nodes, calls):  # each table function becomes its view, under its alias
+        view = exp.Table(this=identifier(call.view), db=identifier(SPARK), alias=node.args.get("alias"))
+        node.replace(view)
+    for scope in traverse_scope(statement):  # every table a Spark table (or a CTE: a scope of its own)
+        for alias, source in scope.sources.items():
+            if isinstance(source, exp.Table) and _spark_name(source) is None:
+                raise ArgumentError(f"{source.sql(DIALECT)}: a statement on Spark reads only Spark tables, written "
+                                    f"spark.<name> (and its own CTEs); {alias!r} is not one. Load a local table into "
+                                    "Spark first (spark.createDataFrame(...).createOrReplaceTempView(...))")
+    checked = guard(statement, tables, declared, calls)
+    text = _spark_text(checked)
+    _user_functions(spark, text)
+    views = []
+    try:
+        for call in calls:  # truth discovery records nothing: run first; a release stands in by its empty schema
+            table = tables[call.table]
+            if call.kind == "truth_discover":
+                a = call.args
+                result = truth_discover(table, object=a["object"], source=a["source"], value=a["value"],
+                                        method=a["method"], tol=a["tol"], max_iter=a["max_iter"], seed=a["seed"],
+                                        options=call.options)
+                (result.objects if a["output"] == "objects" else result.sources).createOrReplaceTempView(call.view)
+            else:
+                _placeholder(call, table, declared[call.table]).createOrReplaceTempView(call.view)
+            views.append(call.view)
+        _analysed(spark, text)  # Spark's own refusal comes before anything is released
+        for call in calls:
+            if call.kind == "anonymize":
+                released = ledger.release(db, tables[call.table], call.args["k"], name=_ledger_name(db, call.table),
+                                          keep_key=call.args["keep_key"])
+                released.createOrReplaceTempView(call.view)
+        return _analysed(spark, text)  # analysed now: the DataFrame keeps its plan once the views are dropped
+    finally:
+        for view in views:
+            spark.catalog.dropTempView(view)
