@@ -32,27 +32,19 @@ import numpy as np
 import pandas as pd
 
 from crowddb._frames import as_frame
-from crowddb.anonymize.encoding import encode, validate
+from crowddb.anonymize.encoding import check_l, encode, validate
 from crowddb.anonymize.generalize import Release, release_from_groups
 from crowddb.anonymize.mondrian import mondrian_groups
 from crowddb.anonymize.shared import check_shared, shared_ids, shared_mondrian, validate_shared
-from crowddb.errors import ArgumentError, PrivacyError, UnknownColumnError
+from crowddb.errors import ArgumentError, PrivacyError
 
 METHODS = ("mondrian", "datafly", "incognito", "fka")
 
 
 def _sensitive_codes(frame: pd.DataFrame, sensitive: str | None, l: int | None, qis: list[str]) -> np.ndarray | None:
     """Codes of the sensitive column for distinct l-diversity, after checking l is reachable at all."""
-    if l is None:
+    if check_l(sensitive, l, qis, list(frame.columns)) is None:
         return None
-    if sensitive is None:
-        raise ArgumentError("l-diversity needs a sensitive column: pass sensitive=<column>")
-    if sensitive not in frame.columns:
-        raise UnknownColumnError(f"unknown sensitive column {sensitive!r}")
-    if sensitive in qis:
-        raise ArgumentError(f"sensitive column {sensitive!r} is also a quasi-identifier")
-    if isinstance(l, bool) or not isinstance(l, (int, np.integer)) or l < 1:
-        raise ArgumentError(f"l must be a positive integer, got {l!r}")
     codes = pd.factorize(frame[sensitive], use_na_sentinel=False)[0].astype(np.int64)
     if len(np.unique(codes)) < l:
         raise PrivacyError(f"{sensitive!r} has only {len(np.unique(codes))} distinct values; l={l} is impossible")

@@ -98,6 +98,23 @@ def check_names(qis: list[str], columns: list[str], k) -> None:
         raise ArgumentError(f"k must be an integer, got {k!r}")
 
 
+def check_l(sensitive: str | None, l, qis: list[str], columns: list[str]) -> int | None:
+    """Refuse an l-diversity request that cannot be read: l without a sensitive column, an unknown one, one that is
+    also a quasi-identifier, an l that is not a positive integer. Returns l (None without l-diversity; ``sensitive``
+    alone is ignored)."""
+    if l is None:
+        return None
+    if sensitive is None:
+        raise ArgumentError("l-diversity needs a sensitive column: pass sensitive=<column>")
+    if sensitive not in columns:
+        raise UnknownColumnError(f"unknown sensitive column {sensitive!r}")
+    if sensitive in qis:
+        raise ArgumentError(f"sensitive column {sensitive!r} is also a quasi-identifier")
+    if isinstance(l, bool) or not isinstance(l, (int, np.integer)) or l < 1:
+        raise ArgumentError(f"l must be a positive integer, got {l!r}")
+    return int(l)
+
+
 def check_size(k: int, n: int) -> None:
     """Refuse an empty input and a k below 2 or above the ``n`` rows."""
     if n == 0:

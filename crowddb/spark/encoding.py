@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
@@ -69,44 +70,100 @@ def prepared(df: DataFrame, qis: list[str], kind_of: dict[str, str]) -> list[Col
     return [F.col(q).try_cast("double") if kind_of[q] == "numeric" else F.col(q) for q in qis]
 
 
-def scan(df: DataFrame, qis: list[str], kind_of: dict[str, str], k: int,
-         order_by: str | None) -> tuple[int, int, list[QIEncoding], list[np.ndarray], DataFrame]:
+@dataclass
+class Sensitive:
+    """What ``scan`` learns of a sensitive column (l-diversity): its distinct values (a NULL is one), and per QI j
+    and value s the lowest and highest code of QI j among the rows holding s (-1 where no row does): the root
+    partition's sides for any cut."""
+
+    values: list
+    lo: np.ndarray  # (d, len(values))
+    hi: np.ndarray
+
+
+def scan(df: DataFrame, qis: list[str], kind_of: dict[str, str], k: int, order_by: str | None,
+         sensitive: str | None = None, hierarchies: dict | None = None) -> tuple[
+             int, int, list[QIEncoding], list[np.ndarray], DataFrame, Sensitive | None]:
     """Validate and learn: the row count, the number of distinct QI combinations, one QIEncoding per QI (equal to
-    what encoding.encode_column makes of the same rows), each QI's rows per code, and ``combos``: the distinct QI
-    combinations with their rows (CNT), persisted (the caller unpersists it). Raises the local errors."""
+    what encoding.encode_column makes of the same rows), each QI's rows per code, ``combos``: the distinct QI
+    combinations with their rows (CNT), persisted (the caller unpersists it), and what ``sensitive`` holds (None
+    without it). Raises the local errors.
+
+    A ``sensitive`` column (l-diversity) is grouped with the QIs: ``combos`` then holds the distinct (QI combination,
+    sensitive value) pairs and the count of combinations is theirs; the encodings and counts are the same, and the
+    same small job reads the sensitive values, alone and with each QI's values (``Sensitive``).
+
+    ``hierarchies`` (QI -> loaded hierarchy.Hierarchy) code a non-numeric QI in its hierarchy's depth-first order,
+    as encoding.encode_column does, so that every subtree is a contiguous code range."""
     if order_by is not None and order_by not in df.columns:
         raise UnknownColumnError(f"unknown order_by column {order_by!r}; columns are {df.columns}")
     types = {f.name: f.dataType for f in df.schema.fields}
     d = len(qis)
     order = F.col(order_by) if order_by is not None else F.monotonically_increasing_id()
     # the one full scan before the leaves: Mondrian needs only how many rows share each QI combination
-    combos = (df.select(*qis, order.alias(ORDER)).groupBy(*qis)
+    extra = [sensitive] if sensitive is not None else []
+    combos = (df.select(*qis, *extra, order.alias(ORDER)).groupBy(*qis, *extra)
               .agg(F.count(F.lit(1)).alias(CNT), F.min(ORDER).alias(ORDER)).persist(StorageLevel.MEMORY_AND_DISK))
     vals = [f"__v{j}" for j in range(d)]
     raws = [f"__r{j}" for j in range(d)]
-    base = combos.select(*[c.alias(v) for c, v in zip(prepared(combos, qis, kind_of), vals)], CNT, ORDER,
+    base = combos.select(*[c.alias(v) for c, v in zip(prepared(combos, qis, kind_of), vals)], CNT, ORDER, *extra,
                          *[F.when(F.col(q).isNotNull(), F.col(CNT)).alias(r) for q, r in zip(qis, raws)])
     # grouping sets over the combinations: every QI's distinct values and rows in one small job
-    rows = base.groupingSets([[v] for v in vals] + [[]], *vals).agg(
+    sets = [[v] for v in vals] + [[]]
+    if sensitive is not None:  # the sensitive values alone and with each QI's values
+        sets += [[sensitive]] + [[v, sensitive] for v in vals]
+    rows = base.groupingSets(sets, *vals, *extra).agg(
         F.grouping_id().alias("__g"), F.sum(CNT).alias(CNT), F.min(ORDER).alias(ORDER),
         F.count(F.lit(1)).alias("__combos"), *[F.sum(r).alias(r) for r in raws]).collect()
     by_set: list[list] = [[] for _ in range(d + 1)]
+    with_s: list[list] = [[] for _ in range(d + 1)]  # the sets with the sensitive column, by QI (d: alone)
     for r in rows:
-        by_set[d - (~r["__g"] & ((1 << d) - 1)).bit_length()].append(r)  # grouping_id: 0 bit = the grouped QI
+        grouped = ~r["__g"] & ((1 << (d + len(extra))) - 1)  # grouping_id: a 0 bit = a grouped column, the last
+        if extra:  # column is the lowest bit
+            (with_s if grouped & 1 else by_set)[d - (grouped >> 1).bit_length()].append(r)
+        else:
+            by_set[d - grouped.bit_length()].append(r)
     n, n_combos = (by_set[d][0][CNT], by_set[d][0]["__combos"]) if by_set[d] else (0, 0)  # set (): all rows
     try:
         check_size(k, n)
-        learned = [_learn(q, kind_of[q], types[q], by_set[j], vals[j], raws[j], combos) for j, q in enumerate(qis)]
+        learned = [_learn(q, kind_of[q], types[q], by_set[j], vals[j], raws[j], combos, (hierarchies or {}).get(q))
+                   for j, q in enumerate(qis)]
     except Exception:
         combos.unpersist()
         raise
-    return n, n_combos, [e for e, _ in learned], [c for _, c in learned], combos
+    encs = [e for e, _ in learned]
+    sens = None if sensitive is None else _sensitive(encs, with_s, vals, sensitive)
+    return n, n_combos, encs, [c for _, c in learned], combos, sens
 
 
-def _learn(q: str, kind: str, dtype: T.DataType, rows: list, v: str, raw: str,
-           combos: DataFrame) -> tuple[QIEncoding, np.ndarray]:
+def _sensitive(encs: list[QIEncoding], with_s: list[list], vals: list[str], sensitive: str) -> Sensitive:
+    """``Sensitive`` from the grouping sets' rows (values and counts: at most QIs x QI values x sensitive values)."""
+    d = len(encs)
+    values = [r[sensitive] for r in with_s[d]]
+    index = {v: i for i, v in enumerate(values)}
+    lo = np.full((d, len(values)), -1, np.int64)
+    hi = np.full((d, len(values)), -1, np.int64)
+    for j, e in enumerate(encs):
+        if not with_s[j]:
+            continue
+        code_of = ({float(x): i for i, x in enumerate(e.scale)} if e.kind == "numeric"
+                   else {c: i for i, c in enumerate(e.categories)})
+        s = np.array([index[r[sensitive]] for r in with_s[j]], np.int64)
+        c = np.array([code_of[float(r[vals[j]]) if e.kind == "numeric" else r[vals[j]]] for r in with_s[j]],
+                     np.int64)
+        order = np.lexsort((c, s))
+        s, c = s[order], c[order]
+        first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+        last = np.r_[first[1:], len(s)] - 1
+        lo[j, s[first]], hi[j, s[last]] = c[first], c[last]
+    return Sensitive(values, lo, hi)
+
+
+def _learn(q: str, kind: str, dtype: T.DataType, rows: list, v: str, raw: str, combos: DataFrame,
+           hierarchy=None) -> tuple[QIEncoding, np.ndarray]:
     """One QI's encoding and rows per code from its grouping set's rows (value ``v``, rows CNT, first appearance
-    ORDER, rows whose value was not NULL before the cast ``raw``), after the local checks."""
+    ORDER, rows whose value was not NULL before the cast ``raw``), after the local checks; a non-numeric QI with a
+    ``hierarchy`` is coded in its depth-first order (hierarchy.ordered_leaves, as locally)."""
     present, nulls, bad, inf = [], 0, 0, False
     nan_is_null = kind == "numeric" or isinstance(dtype, (T.FloatType, T.DoubleType))
     for r in rows:
@@ -127,12 +184,15 @@ def _learn(q: str, kind: str, dtype: T.DataType, rows: list, v: str, raw: str,
     if inf:
         raise non_finite_error(q)
     present.sort(key=(lambda r: r[ORDER]) if kind == "categorical" else (lambda r: r[v]))  # first appearance
+    if hierarchy is not None and kind != "numeric":  # raises the local error for a value missing from it
+        at = {r[v]: i for i, r in enumerate(present)}
+        present = [present[at[x]] for x in hierarchy.ordered_leaves(pd.Series([r[v] for r in present], dtype=object))]
     cats = [r[v] for r in present]
     counts = np.array([r[CNT] for r in present], np.int64)
-    if kind == "numeric":
+    if kind == "numeric":  # a numeric QI's hierarchy only serves full-domain methods (kept, as locally)
         uniq = np.array(cats, dtype=float)
-        return QIEncoding(q, kind, list(uniq), uniq, bool(np.all(uniq == np.round(uniq)))), counts
-    return QIEncoding(q, kind, cats, np.arange(len(cats), dtype=float), True), counts
+        return QIEncoding(q, kind, list(uniq), uniq, bool(np.all(uniq == np.round(uniq))), hierarchy), counts
+    return QIEncoding(q, kind, cats, np.arange(len(cats), dtype=float), True, hierarchy), counts
 
 
 @dataclass

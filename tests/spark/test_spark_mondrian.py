@@ -102,8 +102,7 @@ def test_numbers_booleans_ordinals_without_order_column(spark):
     assert out.set_index("id").loc[frame["id"], "note"].isna().sum() == frame["note"].isna().sum()  # untouched
 
 
-@pytest.mark.parametrize("options", [{"strict": False}, {"sensitive": "income", "l": 2},
-                                     {"hierarchies": {"workclass": "x.csv"}}, {"shared": ["age"]}])
+@pytest.mark.parametrize("options", [{"strict": False}, {"shared": ["age"]}])
 def test_unsupported_options_raise(adult, options):
     """Options the local Mondrian has and the Spark one not yet: refused, never silently ignored."""
     import crowddb.spark as cs
@@ -204,3 +203,154 @@ def test_rows_never_reach_the_python_driver(spark):
     grown = _status_kb("VmHWM") * 1024 - before
     assert rows == n and smallest >= k
     assert grown < as_pandas / 2, f"the driver grew by {grown:,} bytes; the rows as pandas take {as_pandas:,}"
+
+
+SAMPLE_ROWS = 4_000  # an Adult sample: small enough for a fast Spark test, big enough for several levels of cuts
+SAMPLE_THRESHOLD = 1_000  # its partitions above this many rows are cut by Spark, l checked by Spark aggregations
+
+
+@pytest.fixture(scope="module")
+def adult_sample(frame):
+    """SAMPLE_ROWS Adult rows drawn without replacement, kept in id order (first appearance decides categorical
+    codes, locally by the frame's order and on Spark by order_by='id')."""
+    rng = np.random.default_rng(11)
+    return frame.iloc[np.sort(rng.choice(len(frame), SAMPLE_ROWS, replace=False))].reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def adult_sample_df(spark, adult_sample):  # noqa: F811
+    df = spark.createDataFrame(pa.Table.from_pandas(adult_sample, preserve_index=False)).cache()
+    df.count()
+    yield df
+    df.unpersist()
+
+
+def _l_checked(released, sensitive: str, columns: list[str]) -> tuple[int, int]:
+    """Independent counts by a Spark groupBy over ``columns``: the smallest group's rows and the fewest distinct
+    sensitive values in a group."""
+    from pyspark.sql import functions as F
+
+    row = released.groupBy(*columns).agg(F.count(F.lit(1)).alias("n"), F.countDistinct(sensitive).alias("s")).agg(
+        F.min("n"), F.min("s")).collect()[0]
+    return int(row[0]), int(row[1])
+
+
+@pytest.mark.parametrize("sensitive,k,l,spark_counts", [("income", 10, 2, False), ("relationship", 5, 4, True)])
+def test_l_diverse_classes_equal_local(spark, adult_sample, adult_sample_df, monkeypatch,  # noqa: F811
+                                       sensitive, k, l, spark_counts):
+    """Distinct l-diversity: the Spark classes are the local ones (as sets of ids), with upper cuts made by Spark;
+    every class has >= k rows and >= l distinct sensitive values, counted again by a Spark groupBy. With
+    spark_counts the medians and both sides' distinct sensitive values are counted by Spark (not collected), and
+    the executors' partial results leave them per Arrow batch."""
+    import crowddb.spark as cs
+    import crowddb.spark.mondrian as sm
+
+    if spark_counts:
+        monkeypatch.setattr(sm, "COLLECT_BINS", 0)
+        monkeypatch.setattr(sm, "DENSE_BINS", 0)
+    released = cs.anonymize(adult_sample_df, QIS, k, sensitive=sensitive, l=l, order_by="id",
+                            max_partition_rows=SAMPLE_THRESHOLD).cache()
+    out = released.toArrow().to_pandas()
+    release = local_anonymize(adult_sample, QIS, k, sensitive=sensitive, l=l)
+    assert len(out) == SAMPLE_ROWS
+    assert _partition(out["id"], out["class"]) == _partition(adult_sample["id"], release.groups)
+    leaves, leaf_rows = np.unique(out["class"].to_numpy() >> 32, return_counts=True)
+    assert len(leaves) >= SAMPLE_ROWS // SAMPLE_THRESHOLD and leaf_rows.max() <= SAMPLE_THRESHOLD  # Spark cut
+    assert (out.set_index("id").loc[adult_sample["id"], QIS].astype(str).to_numpy()
+            == release.table[QIS].astype(str).to_numpy()).all()
+    # l mattered: plain k-anonymity on the same rows makes other classes
+    plain = local_anonymize(adult_sample, QIS, k)
+    assert _partition(adult_sample["id"], plain.groups) != _partition(adult_sample["id"], release.groups)
+    for columns in (["class"], QIS):
+        smallest, fewest = _l_checked(released, sensitive, columns)
+        assert smallest >= k and fewest >= l
+    released.unpersist()
+
+
+def test_l_diverse_every_cut_made_by_spark(spark, adult_sample, adult_sample_df):  # noqa: F811
+    """max_partition_rows=1: every cut, with its l check, is made by Spark's aggregations, and the classes are
+    still the local ones (one class per leaf)."""
+    import crowddb.spark as cs
+
+    out = cs.anonymize(adult_sample_df, QIS, 50, sensitive="relationship", l=3, order_by="id",
+                       max_partition_rows=1).toArrow().to_pandas()
+    release = local_anonymize(adult_sample, QIS, 50, sensitive="relationship", l=3)
+    assert _partition(out["id"], out["class"]) == _partition(adult_sample["id"], release.groups)
+    assert (out["class"].to_numpy() & 0xFFFFFFFF == 0).all()
+    plain = local_anonymize(adult_sample, QIS, 50)
+    assert _partition(adult_sample["id"], plain.groups) != _partition(adult_sample["id"], release.groups)
+
+
+def test_l_diversity_bad_requests_raise_the_local_errors(spark, adult_sample, adult_sample_df):  # noqa: F811
+    """An unreachable l (income has 2 values) is the local PrivacyError; a malformed request the local
+    ArgumentError / UnknownColumnError."""
+    import crowddb.spark as cs
+    from crowddb.errors import PrivacyError
+
+    with pytest.raises(PrivacyError, match="only 2 distinct values; l=3"):
+        local_anonymize(adult_sample, QIS, 10, sensitive="income", l=3)
+    with pytest.raises(PrivacyError, match="only 2 distinct values; l=3"):
+        cs.anonymize(adult_sample_df, QIS, 10, sensitive="income", l=3)
+    for options, error in [({"l": 2}, ArgumentError), ({"sensitive": "nope", "l": 2}, UnknownColumnError),
+                           ({"sensitive": "age", "l": 2}, ArgumentError),
+                           ({"sensitive": "income", "l": 0}, ArgumentError)]:
+        with pytest.raises(error):
+            local_anonymize(adult_sample, QIS, 10, **options)
+        with pytest.raises(error):
+            cs.anonymize(adult_sample_df, QIS, 10, **options)
+
+
+def test_l_diversity_null_sensitive_value_is_a_value(spark):  # noqa: F811
+    """A NULL sensitive value counts as one distinct value (pandas.factorize(use_na_sentinel=False) locally, a NULL
+    group on Spark): 1,500 synthetic rows whose diagnosis is NULL a quarter of the time, cut by Spark."""
+    import crowddb.spark as cs
+
+    rng = np.random.default_rng(5)
+    n = 1_500
+    frame = pd.DataFrame({"id": np.arange(n), "age": rng.integers(20, 70, n), "zip": rng.integers(0, 30, n),
+                          "diag": rng.choice(["flu", "cold", "asthma", None], n, p=[0.3, 0.3, 0.15, 0.25])})
+    df = spark.createDataFrame(pa.Table.from_pandas(frame, preserve_index=False))
+    out = cs.anonymize(df, ["age", "zip"], 5, sensitive="diag", l=4, max_partition_rows=300).toArrow().to_pandas()
+    release = local_anonymize(frame, ["age", "zip"], 5, sensitive="diag", l=4)
+    assert _partition(out["id"], out["class"]) == _partition(frame["id"], release.groups)
+    assert len(np.unique(out["class"].to_numpy() >> 32)) >= n // 300
+    # every class holds all four values, the NULL among them (counted by pandas, NULL kept as a value)
+    assert out.groupby("class")["diag"].nunique(dropna=False).min() == 4
+
+
+HIERARCHIES = ("workclass", "marital_status", "occupation", "native_country", "age")  # ARX files shipped for Adult
+
+
+@pytest.mark.parametrize("options,merged", [({}, False), ({"sensitive": "relationship", "l": 3}, True)])
+def test_hierarchies_equal_local(spark, adult_sample, adult_sample_df, options, merged):  # noqa: F811
+    """ARX hierarchies (age's numeric one only serves full-domain methods, as locally): the local classes and
+    lowest-common-ancestor labels, with or without l-diversity. Mondrian classes whose widened boxes coincide are one
+    class of the local release, so the Spark classes must merge them too (with l-diversity on this sample the local
+    release has fewer classes than Mondrian made: the merge is exercised)."""
+    import crowddb.spark as cs
+    from crowddb.datasets import adult_hierarchy
+
+    hierarchies = {c: adult_hierarchy(c) for c in HIERARCHIES}
+    out = cs.anonymize(adult_sample_df, QIS, 10, hierarchies=hierarchies, order_by="id",
+                       max_partition_rows=SAMPLE_THRESHOLD, **options).toArrow().to_pandas()
+    release = local_anonymize(adult_sample, QIS, 10, hierarchies=hierarchies, **options)
+    assert (len(np.unique(release.pre_class)) > len(np.unique(release.groups))) == merged
+    assert _partition(out["id"], out["class"]) == _partition(adult_sample["id"], release.groups)
+    assert len(np.unique(out["class"].to_numpy() >> 32)) > 1  # Spark cut the top of the tree
+    mine = out.set_index("id").loc[adult_sample["id"], QIS].astype(str).to_numpy()
+    assert (mine == release.table[QIS].astype(str).to_numpy()).all()
+    assert "North America" in set(mine[:, QIS.index("native_country")])  # an ancestor's label is published
+
+
+def test_hierarchy_bad_requests_raise_the_local_errors(spark, adult_sample, adult_sample_df):  # noqa: F811
+    """A hierarchy naming no QI, a missing file and a value the hierarchy lacks: the local errors."""
+    import crowddb.spark as cs
+
+    lacking = pd.DataFrame({"leaf": ["Private", "Self-emp-inc"], "top": ["*", "*"]})
+    for hierarchies, error, match in [({"nope": lacking}, UnknownColumnError, "not quasi-identifiers"),
+                                      ({"workclass": "/nonexistent.csv"}, ArgumentError, "not found"),
+                                      ({"workclass": lacking}, ArgumentError, "missing from its hierarchy")]:
+        with pytest.raises(error, match=match):
+            local_anonymize(adult_sample, QIS, 10, hierarchies=hierarchies)
+        with pytest.raises(error, match=match):
+            cs.anonymize(adult_sample_df, QIS, 10, hierarchies=hierarchies)
