@@ -21,6 +21,7 @@ from .operators.purchase import collect_finished
 from .query import pipeline
 from .query.estimate import TRADEOFF_KS, QueryPlan
 from .query.state import State
+from .query.text import names_spark
 from .replacement import caller_frame
 from .store import (
     Store,
@@ -200,8 +201,8 @@ class CrowdDB:
         """Run SQL; returns a DuckDB relation for a query (None for a statement), like ``duckdb.sql``; a query naming
         a Spark table (``spark.<name>``, connected with ``spark=``) runs on Spark and returns a Spark DataFrame.
         ``timeout`` (seconds): how long a crowd query waits for people's answers (see ``AnswersOutstandingError``)."""
-        if self.spark is not None and (statements := _on_spark().names_spark(query)) is not None:
-            return _on_spark().run(self, statements, params)
+        if self.spark is not None and (statements := names_spark(query)) is not None:
+            return _on_spark().run_on_spark(self, statements, params)
         return pipeline.run(self._open(), query, params, caller_frame(), "sql", _timeout(timeout))
 
     query = sql
@@ -210,14 +211,14 @@ class CrowdDB:
                 timeout: float | None = None):
         """Run SQL like ``DuckDBPyConnection.execute``: returns the connection, ready to fetch (``timeout``: as
         ``sql``)."""
-        if self.spark is not None and _on_spark().names_spark(query) is not None:
+        if self.spark is not None and names_spark(query) is not None:
             raise ArgumentError("a statement naming a Spark table runs with db.sql(...): its Spark DataFrame")
         return pipeline.run(self._open(), query, params, caller_frame(), "execute", _timeout(timeout))
 
     def explain(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> QueryPlan:
         """How many HITs and assignments ``query`` would post, its estimated cost and the privacy parameters that
         apply; nothing is published, paid or written."""
-        if self.spark is not None and _on_spark().names_spark(query) is not None:
+        if self.spark is not None and names_spark(query) is not None:
             raise ArgumentError("explain() plans statements that run locally; it does not plan statements on Spark yet")
         return pipeline.explain(self._open(), query, params, caller_frame())
 

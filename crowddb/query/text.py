@@ -238,3 +238,78 @@ def parse(sql: str) -> list[exp.Expression]:
         first = (getattr(err, "errors", None) or [{}])[0]  # a TokenError carries no positions
         where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
         raise SQLParseError(f"malformed SQL{where}: {first.get('description', err)}") from None
+
+
+#: the schema part that names a Spark table in crowddb SQL (``spark.census``): such a statement runs on Spark
+#: (crowddb/spark/sql.py), found here so the local path never imports PySpark
+SPARK = "spark"
+
+
+# ------------------------------------------------------------------------------ statements naming Spark tables
+def table_parts(node: exp.Expression) -> list[exp.Expression]:
+    """A table reference's name parts, outermost first (catalog, schema, table), those present."""
+    keys = ("catalog", "db", "this") if isinstance(node, exp.Table) else ("catalog", "db", "table", "this")
+    return [node.args[k] for k in keys if node.args.get(k) is not None]
+
+
+def spark_name(node: exp.Expression) -> str | None:
+    """The Spark table ``node`` names (``spark.census`` -> 'census'), None when it names none. A longer name under
+    ``spark`` is refused: only ``spark.<name>`` is a Spark table in crowddb SQL."""
+    parts = table_parts(node)
+    if len(parts) < 2 or not all(isinstance(p, exp.Identifier) for p in parts):
+        return None
+    if parts[0].name.lower() != SPARK:  # DuckDB compares names case-insensitively, quoted or not
+        return None
+    if len(parts) != 2:
+        raise ArgumentError(f"{node.sql(DIALECT)}: a Spark table is written spark.<name> (a table or temp view of the "
+                            "session's current database); create a temp view of it and name that")
+    return parts[1].name.lower()  # Spark's catalog, as DuckDB, reads names case-insensitively
+
+
+def function_input(call: exp.Anonymous) -> exp.Expression | None:
+    """A table function's first positional argument (its input), if any."""
+    first = call.expressions[0] if call.expressions else None
+    return None if isinstance(first, (exp.PropertyEQ, exp.Kwarg, exp.EQ)) else first
+
+
+def spark_tables(statement: exp.Expression) -> list[str]:
+    """The Spark tables a statement names: in FROM / JOIN, or as a table function's input."""
+    found = []
+    for node in statement.find_all(exp.Table):
+        if is_table_function(node):
+            arg = function_input(node.this)
+            name = spark_name(arg) if isinstance(arg, (exp.Column, exp.Table)) else None
+        else:
+            name = spark_name(node)
+        if name is not None:
+            found.append(name)
+    return found
+
+
+def names_spark(query: object) -> list[exp.Expression] | None:
+    """The parsed statements of ``query`` when one of them names a Spark table (``spark.<name>``), else None (the
+    text goes the local way, untouched). A text that cannot be parsed but holds the tokens ``spark .`` is refused:
+    crowddb cannot tell whether it reads a Spark table."""
+    if not isinstance(query, str) or SPARK not in query.lower():  # (no statement names spark without the word)
+        return None
+    try:
+        statements = parse(query)
+    except SQLParseError:
+        if _spark_tokens(query):
+            raise
+        return None
+    for statement in statements:
+        if spark_tables(statement) or (isinstance(statement, exp.Command) and _spark_tokens(statement.sql(DIALECT))):
+            return statements
+    return None
+
+
+def _spark_tokens(text: str) -> bool:
+    """Do the text's tokens hold a name ``spark`` followed by a dot (a text sqlglot could not parse or kept as a
+    command)? A text that cannot be tokenized might: yes."""
+    try:
+        tokens = _tokenize(text)
+    except Exception:  # noqa: BLE001 - sqlglot's TokenError and whatever else its tokenizer trips on
+        return True
+    return any(a.text.lower() == SPARK and a.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
+               and b.token_type == TokenType.DOT for a, b in itertools.pairwise(tokens))

@@ -53,19 +53,17 @@ from sqlglot.tokens import TokenType
 
 from crowddb._sql import DIALECT, identifier
 from crowddb.arguments import NUMBER, REQUIRED, SEED, Param, bind
-from crowddb.errors import ArgumentError, CrowdDBError, PrivacyError, SQLParseError, StatementRefusedError
+from crowddb.errors import ArgumentError, CrowdDBError, PrivacyError, StatementRefusedError
 from crowddb.privacy.functions import Functions
 from crowddb.query import params as query_params
 from crowddb.query.plan import split_arguments
-from crowddb.query.text import is_table_function, parse
+from crowddb.query.text import SPARK, is_table_function, spark_name, spark_tables, table_parts
 from crowddb.spark import ledger
 from crowddb.spark.mondrian import CLASS
 from crowddb.spark.truth import truth_discover
 
-__all__ = ["SPARK", "check_session", "declare_roles", "names_spark", "roles", "run"]
+__all__ = ["check_session", "declare_roles", "roles", "run_on_spark"]
 
-#: the schema part that names a Spark table in crowddb SQL: ``spark.census``
-SPARK = "spark"
 _VIEW_PREFIX = "__crowd_spark_"  # the temp views of a statement's table functions (a fresh name each)
 #: ANONYMIZE's and TRUTH_DISCOVER's SQL arguments, as the local specs declare them
 #: (crowddb/operators/table_functions/anonymize.py, truth_discover.py)
@@ -80,79 +78,6 @@ _TRUTH_COLUMNS = {"objects": ["object", "truth", "confidence"], "sources": ["sou
 _WORKS = ("what runs on Spark today: SELECT queries over spark.<name> tables, ANONYMIZE(spark.<name>, k := ...) of a "
           "table whose roles are declared, and TRUTH_DISCOVER(spark.<name>, object := ..., source := ..., value := "
           "...)")
-
-
-# ------------------------------------------------------------------------------------------ finding Spark tables
-def _parts(node: exp.Expression) -> list[exp.Expression]:
-    """A table reference's name parts, outermost first (catalog, schema, table), those present."""
-    keys = ("catalog", "db", "this") if isinstance(node, exp.Table) else ("catalog", "db", "table", "this")
-    return [node.args[k] for k in keys if node.args.get(k) is not None]
-
-
-def _spark_name(node: exp.Expression) -> str | None:
-    """The Spark table ``node`` names (``spark.census`` -> 'census'), None when it names none. A longer name under
-    ``spark`` is refused: only ``spark.<name>`` is a Spark table in crowddb SQL."""
-    parts = _parts(node)
-    if len(parts) < 2 or not all(isinstance(p, exp.Identifier) for p in parts):
-        return None
-    if parts[0].name.lower() != SPARK:  # DuckDB compares names case-insensitively, quoted or not
-        return None
-    if len(parts) != 2:
-        raise ArgumentError(f"{node.sql(DIALECT)}: a Spark table is written spark.<name> (a table or temp view of the "
-                            "session's current database); create a temp view of it and name that")
-    return parts[1].name.lower()  # Spark's catalog, as DuckDB, reads names case-insensitively
-
-
-def _function_input(call: exp.Anonymous) -> exp.Expression | None:
-    """A table function's first positional argument (its input), if any."""
-    first = call.expressions[0] if call.expressions else None
-    return None if isinstance(first, (exp.PropertyEQ, exp.Kwarg, exp.EQ)) else first
-
-
-def _names(statement: exp.Expression) -> list[str]:
-    """The Spark tables a statement names: in FROM / JOIN, or as a table function's input."""
-    found = []
-    for node in statement.find_all(exp.Table):
-        if is_table_function(node):
-            arg = _function_input(node.this)
-            name = _spark_name(arg) if isinstance(arg, (exp.Column, exp.Table)) else None
-        else:
-            name = _spark_name(node)
-        if name is not None:
-            found.append(name)
-    return found
-
-
-_TOKENIZER = Dialect.get_or_raise(DIALECT).tokenizer_class()
-
-
-def names_spark(query: Any) -> list[exp.Expression] | None:
-    """The parsed statements of ``query`` when one of them names a Spark table (``spark.<name>``), else None (the
-    text goes the local way, untouched). A text that cannot be parsed but holds the tokens ``spark .`` is refused:
-    crowddb cannot tell whether it reads a Spark table."""
-    if not isinstance(query, str) or SPARK not in query.lower():  # (no statement names spark without the word)
-        return None
-    try:
-        statements = parse(query)
-    except SQLParseError:
-        if _spark_tokens(query):
-            raise
-        return None
-    for statement in statements:
-        if _names(statement) or (isinstance(statement, exp.Command) and _spark_tokens(statement.sql(DIALECT))):
-            return statements
-    return None
-
-
-def _spark_tokens(text: str) -> bool:
-    """Do the text's tokens hold a name ``spark`` followed by a dot (a text sqlglot could not parse or kept as a
-    command)? A text that cannot be tokenized might: yes."""
-    try:
-        tokens = _TOKENIZER.tokenize(text)
-    except Exception:  # noqa: BLE001 - sqlglot's TokenError and whatever else its tokenizer trips on
-        return True
-    return any(a.text.lower() == SPARK and a.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
-               and b.token_type == TokenType.DOT for a, b in itertools.pairwise(tokens))
 
 
 # ------------------------------------------------------------------------------------------ roles of Spark tables
@@ -262,7 +187,7 @@ def _bind_call(node: exp.Table, tables: dict[str, DataFrame], declared: dict[str
     kind = call.name.lower()
     what = call.name.upper()
     positional, named = split_arguments(call, what)
-    name = _spark_name(positional[0]) if len(positional) == 1 and isinstance(
+    name = spark_name(positional[0]) if len(positional) == 1 and isinstance(
         positional[0], (exp.Column, exp.Table)) else None
     if name is None:
         raise ArgumentError(f"{what} on Spark takes one input, a Spark table spark.<name>, then named arguments; "
@@ -454,7 +379,7 @@ def _spark_text(checked: exp.Expression) -> str:
     """The checked statement in Spark's dialect: ``spark.<name>`` read as Spark's ``<name>``."""
     out = checked.copy()
     for table in list(out.find_all(exp.Table)):
-        if _spark_name(table) is not None:
+        if spark_name(table) is not None:
             table.set("db", None)
     return out.sql(dialect="spark")
 
@@ -519,7 +444,7 @@ def _analysed(spark: SparkSession, text: str) -> DataFrame:
                            f"{str(err).splitlines()[0]}") from None
 
 
-def run(db: Any, statements: list[exp.Expression], params: Any = None) -> DataFrame:
+def run_on_spark(db: Any, statements: list[exp.Expression], params: Any = None) -> DataFrame:
     """Run a statement that names a Spark table on the db's Spark session; returns its Spark DataFrame."""
     spark = _session(db)
     if db.con is None:
@@ -544,11 +469,11 @@ def run(db: Any, statements: list[exp.Expression], params: Any = None) -> DataFr
             continue
         if not isinstance(node.this, exp.Identifier):
             raise ArgumentError(f"{node.sql(DIALECT)}: a table function that does not run on Spark; {_WORKS}")
-        if _spark_name(node) is None and (len(_parts(node)) > 1 or node.name.lower() not in ctes):
+        if spark_name(node) is None and (len(table_parts(node)) > 1 or node.name.lower() not in ctes):
             raise ArgumentError(f"{node.sql(DIALECT)}: a statement on Spark reads only Spark tables, written "
                                 "spark.<name> (and its own CTEs). Load a local table into Spark first "
                                 "(spark.createDataFrame(...).createOrReplaceTempView(...))")
-    names = sorted(set(_names(statement)))
+    names = sorted(set(spark_tables(statement)))
     tables = {name: _catalog_table(spark, name) for name in names}
     declared: dict[str, dict | None] = {}
     for name in names:
@@ -564,7 +489,7 @@ def run(db: Any, statements: list[exp.Expression], params: Any = None) -> DataFr
         node.replace(view)
     for scope in traverse_scope(statement):  # every table a Spark table (or a CTE: a scope of its own)
         for alias, source in scope.sources.items():
-            if isinstance(source, exp.Table) and _spark_name(source) is None:
+            if isinstance(source, exp.Table) and spark_name(source) is None:
                 raise ArgumentError(f"{source.sql(DIALECT)}: a statement on Spark reads only Spark tables, written "
                                     f"spark.<name> (and its own CTEs); {alias!r} is not one. Load a local table into "
                                     "Spark first (spark.createDataFrame(...).createOrReplaceTempView(...))")
