@@ -116,6 +116,22 @@ LEVEL_NAMES = ["pid", "dim", "code", "s", "cnt", "lo", "hi"]  # _medians_and_l: 
 LEVEL_TYPES = ["long", "int", "int", "int", "long", "int", "int"]
 
 
+def _slots(tree: Tree, open_ids: np.ndarray) -> np.ndarray:
+    """Each partition id's position among the open partitions (-1: not open)."""
+    slot = np.full(len(tree.dim), -1, np.int64)
+    slot[open_ids] = np.arange(len(open_ids))
+    return slot
+
+
+def _open_codes(batch: pa.RecordBatch, packing: Packing, tree: Tree, slot: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A batch of packed combinations: their codes, and the open slot and row of those in an open partition."""
+    codes = packing.unpack([batch.column(w).to_numpy(zero_copy_only=False) for w in packing.names])
+    s = slot.take(tree.assign(codes))
+    keep = np.flatnonzero(s >= 0)
+    return codes, s.take(keep), keep
+
+
 def _histograms(words: DataFrame, tree: Tree, open_ids: np.ndarray, widths: np.ndarray,
                 packing: Packing) -> DataFrame:
     """The executors' partial histograms of the open partitions (_histogram_batches)."""
@@ -126,12 +142,10 @@ def _histogram_batches(tree: Tree, open_ids: np.ndarray, widths: np.ndarray, pac
     """(pid, dim, code, cnt): each executor's histograms of every dimension of the open partitions, from ``words``'
     packed codes of the distinct QI combinations weighted by their rows (CNT); summed over its whole Spark partition
     when they fit DENSE_BINS (one small batch per Spark partition), else per batch."""
-    slot = np.full(len(tree.dim), -1, np.int64)
-    slot[open_ids] = np.arange(len(open_ids))
+    slot = _slots(tree, open_ids)
     d, n_open = len(widths), len(open_ids)
     base = n_open * np.concatenate(([0], np.cumsum(widths)[:-1]))  # where dimension j's bins start
     total = int(n_open * widths.sum())
-    names = packing.names
 
     def rows(idx: np.ndarray, cnt: np.ndarray) -> pa.RecordBatch:
         dim = np.searchsorted(base, idx, side="right") - 1
@@ -143,12 +157,9 @@ def _histogram_batches(tree: Tree, open_ids: np.ndarray, widths: np.ndarray, pac
     def batches(it):
         acc = np.zeros(total, np.int64) if total <= DENSE_BINS else None
         for batch in it:
-            codes = packing.unpack([batch.column(w).to_numpy(zero_copy_only=False) for w in names])
-            s = slot.take(tree.assign(codes))
-            keep = np.flatnonzero(s >= 0)
+            codes, s, keep = _open_codes(batch, packing, tree, slot)
             if not len(keep):
                 continue
-            s = s.take(keep)
             keys = np.concatenate([base[j] + s * widths[j] + codes[keep, j] for j in range(d)])
             rows_of = np.tile(batch.column(CNT).to_numpy(zero_copy_only=False).take(keep), d).astype(float)
             if acc is not None and total <= 4 * len(keys):  # bincount costs the bins: worth it when they are few
@@ -258,10 +269,8 @@ def _bounds_batches(tree: Tree, open_ids: np.ndarray, d: int, n_s: int, packing:
 
     Why these suffice: a strict cut at ``split`` sends codes <= split left, so sensitive value s is on the left
     iff lo <= split and on the right iff hi > split; both sides' distinct counts follow for any split."""
-    slot = np.full(len(tree.dim), -1, np.int64)
-    slot[open_ids] = np.arange(len(open_ids))
+    slot = _slots(tree, open_ids)
     total = len(open_ids) * d * n_s
-    names = packing.names
 
     def rows(key: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays(
@@ -274,13 +283,11 @@ def _bounds_batches(tree: Tree, open_ids: np.ndarray, d: int, n_s: int, packing:
         acc_lo = np.full(total if dense else 0, np.iinfo(np.int64).max)
         acc_hi = np.full(total if dense else 0, -1, np.int64)
         for batch in it:
-            codes = packing.unpack([batch.column(w).to_numpy(zero_copy_only=False) for w in names])
-            s = slot.take(tree.assign(codes))
-            keep = np.flatnonzero(s >= 0)
+            codes, s, keep = _open_codes(batch, packing, tree, slot)
             if not len(keep):
                 continue
             sc = batch.column(SCODE).to_numpy(zero_copy_only=False).astype(np.int64).take(keep)
-            base = s.take(keep) * d * n_s + sc
+            base = s * d * n_s + sc
             keys = np.concatenate([base + j * n_s for j in range(d)])
             code = codes.take(keep, axis=0).T.reshape(-1)  # dimension by dimension, as ``keys``
             order = np.argsort(keys, kind="stable")
