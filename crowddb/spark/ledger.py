@@ -187,13 +187,16 @@ def _smallest_broken(after: DataFrame) -> tuple[int, int, int] | None:
 
 
 def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False, strict: bool = True,
+            sensitive: str | None = None, l: int | None = None, hierarchies: dict | None = None,
             order_by: str | None = None, max_partition_rows: int = DEFAULT_PARTITION_ROWS) -> DataFrame:
     """A k-anonymous release of the Spark table ``name`` (its DataFrame ``df``), by Mondrian on Spark over its
     declared quasi-identifiers, checked against every release of it on record and recorded in the crowddb database
     (``crowddb.spark.anonymize(db, df, k, name=...)`` calls this). Refused (PrivacyError, nothing written) when a
     row would share its joint class across releases with fewer rows than the least k promised to it. The key is
     dropped from the release unless ``keep_key``; the release is checkpointed, so what the ledger records is what
-    the caller reads."""
+    the caller reads. ``sensitive`` and ``l`` (distinct l-diversity) and ``hierarchies`` (QI -> ARX CSV path,
+    DataFrame or Hierarchy) shape this release as in ``crowddb.spark.anonymize``; the ledger composes k across
+    releases, as the local one does (l is a property of each release, checked when it is made)."""
     con = _con(db)
     if not isinstance(df, DataFrame):
         raise ArgumentError(f"spark:{name}: release expects the table's Spark DataFrame, got {type(df).__name__}")
@@ -201,7 +204,7 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
     recover(db, name, spark)  # (refuses a table without roles) a pending release is finished or rolled back first
     declared, history, current = _declared(con, name)
     qis, key = declared["quasi_identifiers"], declared["key"]
-    missing = [c for c in [*qis, key] if c not in df.columns]
+    missing = [c for c in [*qis, key, *([sensitive] if isinstance(sensitive, str) else [])] if c not in df.columns]
     if missing:
         raise UnknownColumnError(f"spark:{name}: the DataFrame has no column(s) {missing} its roles name")
     n, distinct, nulls = df.agg(F.count(F.lit(1)), F.countDistinct(key), F.count(F.when(F.col(key).isNull(), 1))
@@ -209,7 +212,8 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
     if nulls or distinct != n:
         raise ArgumentError(f"spark:{name}: the key {key!r} must tell every row apart ({n} rows, {distinct} distinct "
                             f"keys, {nulls} NULL); the ledger follows rows across releases by it")
-    released = anonymize(df, qis, k, strict=strict, kinds=declared["kinds"] or None, order_by=order_by,
+    released = anonymize(df, qis, k, strict=strict, sensitive=sensitive, l=l, hierarchies=hierarchies,
+                         kinds=declared["kinds"] or None, order_by=order_by,
                          max_partition_rows=max_partition_rows).localCheckpoint()
     k = int(k)
     number = spark_tables.next_number(con, name)

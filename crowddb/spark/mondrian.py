@@ -123,26 +123,29 @@ def _slots(tree: Tree, open_ids: np.ndarray) -> np.ndarray:
     return slot
 
 
-def _open_codes(batch: pa.RecordBatch, packing: Packing, tree: Tree, slot: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A batch of packed combinations: their codes, and the open slot and row of those in an open partition."""
-    codes = packing.unpack([batch.column(w).to_numpy(zero_copy_only=False) for w in packing.names])
-    s = slot.take(tree.assign(codes))
-    keep = np.flatnonzero(s >= 0)
-    return codes, s.take(keep), keep
+def _read(it, packing: Packing, tree: Tree, open_ids: np.ndarray):
+    """Each batch of packed combinations with its codes, and the open slot and row of those in an open partition:
+    (batch, codes, slot, rows), unpacked and assigned to the tree once for every pass that reads the batch."""
+    slot = _slots(tree, open_ids)
+    for batch in it:
+        codes = packing.unpack([batch.column(w).to_numpy(zero_copy_only=False) for w in packing.names])
+        s = slot.take(tree.assign(codes))
+        keep = np.flatnonzero(s >= 0)
+        yield batch, codes, s.take(keep), keep
 
 
 def _histograms(words: DataFrame, tree: Tree, open_ids: np.ndarray, widths: np.ndarray,
                 packing: Packing) -> DataFrame:
     """The executors' partial histograms of the open partitions (_histogram_batches)."""
-    return words.mapInArrow(_histogram_batches(tree, open_ids, widths, packing), HIST_SCHEMA)
+    histograms = _histogram_batches(open_ids, widths)
+    return words.mapInArrow(lambda it: histograms(_read(it, packing, tree, open_ids)), HIST_SCHEMA)
 
 
-def _histogram_batches(tree: Tree, open_ids: np.ndarray, widths: np.ndarray, packing: Packing):
-    """(pid, dim, code, cnt): each executor's histograms of every dimension of the open partitions, from ``words``'
-    packed codes of the distinct QI combinations weighted by their rows (CNT); summed over its whole Spark partition
-    when they fit DENSE_BINS (one small batch per Spark partition), else per batch."""
-    slot = _slots(tree, open_ids)
+def _histogram_batches(open_ids: np.ndarray, widths: np.ndarray):
+    """(pid, dim, code, cnt): each executor's histograms of every dimension of the open partitions, from the read
+    batches (``_read``) of ``words``' packed codes of the distinct QI combinations weighted by their rows (CNT);
+    summed over its whole Spark partition when they fit DENSE_BINS (one small batch per Spark partition), else per
+    batch."""
     d, n_open = len(widths), len(open_ids)
     base = n_open * np.concatenate(([0], np.cumsum(widths)[:-1]))  # where dimension j's bins start
     total = int(n_open * widths.sum())
@@ -154,10 +157,9 @@ def _histogram_batches(tree: Tree, open_ids: np.ndarray, widths: np.ndarray, pac
             [pa.array(open_ids.take(rel // w)), pa.array(dim.astype(np.int32)), pa.array((rel % w).astype(np.int32)),
              pa.array(cnt.astype(np.int64))], names=["pid", "dim", "code", "cnt"])
 
-    def batches(it):
+    def batches(read):
         acc = np.zeros(total, np.int64) if total <= DENSE_BINS else None
-        for batch in it:
-            codes, s, keep = _open_codes(batch, packing, tree, slot)
+        for batch, codes, s, keep in read:
             if not len(keep):
                 continue
             keys = np.concatenate([base[j] + s * widths[j] + codes[keep, j] for j in range(d)])
@@ -258,18 +260,18 @@ def _choose(stats: np.ndarray, open_ids: np.ndarray, scales: list[np.ndarray], k
 def _sens_bounds(words: DataFrame, tree: Tree, open_ids: np.ndarray, d: int, n_s: int,
                  packing: Packing) -> DataFrame:
     """The executors' partial sensitive bounds of the open partitions (_bounds_batches)."""
-    return words.mapInArrow(_bounds_batches(tree, open_ids, d, n_s, packing), BOUNDS_SCHEMA)
+    bounds = _bounds_batches(open_ids, d, n_s)
+    return words.mapInArrow(lambda it: bounds(_read(it, packing, tree, open_ids)), BOUNDS_SCHEMA)
 
 
-def _bounds_batches(tree: Tree, open_ids: np.ndarray, d: int, n_s: int, packing: Packing):
+def _bounds_batches(open_ids: np.ndarray, d: int, n_s: int):
     """(pid, dim, s, lo, hi): per open partition, dimension and sensitive code present in it, the lowest and
-    highest code of the dimension among the partition's rows holding that sensitive value, from ``words``' packed
-    codes of the distinct (QI combination, sensitive value) pairs; reduced per Spark partition when the bins
+    highest code of the dimension among the partition's rows holding that sensitive value, from the read batches
+    (``_read``) of ``words``' packed codes of the distinct (QI combination, sensitive value) pairs; reduced per Spark partition when the bins
     (open partitions x dimensions x sensitive values) fit DENSE_BINS, else per batch (Spark reduces them).
 
     Why these suffice: a strict cut at ``split`` sends codes <= split left, so sensitive value s is on the left
     iff lo <= split and on the right iff hi > split; both sides' distinct counts follow for any split."""
-    slot = _slots(tree, open_ids)
     total = len(open_ids) * d * n_s
 
     def rows(key: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> pa.RecordBatch:
@@ -278,12 +280,11 @@ def _bounds_batches(tree: Tree, open_ids: np.ndarray, d: int, n_s: int, packing:
              pa.array((key % n_s).astype(np.int32)), pa.array(lo.astype(np.int32)), pa.array(hi.astype(np.int32))],
             names=["pid", "dim", "s", "lo", "hi"])
 
-    def batches(it):
+    def batches(read):
         dense = total <= DENSE_BINS
         acc_lo = np.full(total if dense else 0, np.iinfo(np.int64).max)
         acc_hi = np.full(total if dense else 0, -1, np.int64)
-        for batch in it:
-            codes, s, keep = _open_codes(batch, packing, tree, slot)
+        for batch, codes, s, keep in read:
             if not len(keep):
                 continue
             sc = batch.column(SCODE).to_numpy(zero_copy_only=False).astype(np.int64).take(keep)
@@ -350,13 +351,14 @@ def _medians_and_l(words: DataFrame, tree: Tree, open_ids: np.ndarray, widths: n
     """_medians and _l_diverse of one level in one Spark job (both small enough for the driver): one pass of the
     executors over ``words`` (packed codes, CNT and SCODE) makes both the histograms and the sensitive bounds, and
     they go through one shuffle as one table, told apart by s < 0 (a histogram bin) or code < 0 (a sensitive
-    value's bounds). The pass holds its Spark partition's batches of (words, CNT, SCODE) while it makes both."""
+    value's bounds). The pass reads each batch of its Spark partition once (``_read``: unpacked and assigned to the
+    tree) and holds what it read while it makes both."""
     d = len(widths)
-    hist_of = _histogram_batches(tree, open_ids, widths, packing)
-    bounds_of = _bounds_batches(tree, open_ids, d, n_s, packing)
+    hist_of = _histogram_batches(open_ids, widths)
+    bounds_of = _bounds_batches(open_ids, d, n_s)
 
     def batches(it):
-        held = list(it)
+        held = list(_read(it, packing, tree, open_ids))
         for b in hist_of(iter(held)):
             n = b.num_rows
             yield pa.RecordBatch.from_arrays(

@@ -202,14 +202,16 @@ def _bind_call(node: exp.Table, tables: dict[str, DataFrame], declared: dict[str
                                 f"db.declare_roles('spark:{name}', quasi_identifiers=[...], sensitive=[...], "
                                 "key='id')")
         unsupported = {"method": args["method"] != "mondrian", "strict": not args["strict"],
-                       "sensitive": args["sensitive"] is not None, "l": args["l"] is not None,
-                       "seed": args["seed"] is not None, "hierarchies": args["hierarchies"] is not None}
+                       "seed": args["seed"] is not None}
         refused = [a for a, bad in unsupported.items() if bad]
         if refused:
             raise ArgumentError(f"ANONYMIZE(spark.{name}): {', '.join(refused)} := ... is not available on Spark "
                                 "(it runs strict Mondrian, unshuffled, over the declared quasi-identifiers: k, "
-                                "keep_key, method := 'mondrian', strict := true, quasi_identifiers := the declared "
-                                "ones); run the rest locally")
+                                "keep_key, sensitive and l, hierarchies, method := 'mondrian', strict := true, "
+                                "quasi_identifiers := the declared ones); run the rest locally")
+        hierarchies = args["hierarchies"]
+        if hierarchies is not None and not all(isinstance(v, str) for v in hierarchies.values()):
+            raise ArgumentError("ANONYMIZE: hierarchies := {'column': 'path/to/arx.csv', ...} takes ARX CSV paths")
         qis = roles_of["quasi_identifiers"]
         if args["quasi_identifiers"] is not None and sorted(map(str.lower, args["quasi_identifiers"])) != sorted(
                 map(str.lower, qis)):
@@ -512,8 +514,10 @@ def run_on_spark(db: Any, statements: list[exp.Expression], params: Any = None) 
         _analysed(spark, text)  # Spark's own refusal comes before anything is released
         for call in calls:
             if call.kind == "anonymize":
-                released = ledger.release(db, tables[call.table], call.args["k"], name=_ledger_name(db, call.table),
-                                          keep_key=call.args["keep_key"])
+                a = call.args
+                released = ledger.release(db, tables[call.table], a["k"], name=_ledger_name(db, call.table),
+                                          keep_key=a["keep_key"], sensitive=a["sensitive"], l=a["l"],
+                                          hierarchies=a["hierarchies"])
                 released.createOrReplaceTempView(call.view)
         return _analysed(spark, text)  # analysed now: the DataFrame keeps its plan once the views are dropped
     finally:

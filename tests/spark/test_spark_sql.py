@@ -109,6 +109,33 @@ def test_a_statement_spark_rejects_records_no_release(spark, frames, db):  # noq
     assert cs.releases(db, "census").empty
 
 
+def test_anonymize_through_sql_takes_l_diversity_and_hierarchies(spark, frames, db, tmp_path):  # noqa: F811
+    """ANONYMIZE(spark.t, sensitive := ..., l := ..., hierarchies := ...) is the ledger's release with the classes of
+    the local Mondrian asked the same (an independent count: every class holds at least l distinct sensitive
+    values), and the ledger composes its k with the release before it as it composes any other."""
+    got = db.sql("SELECT * FROM ANONYMIZE(spark.census, k := 10, sensitive := 'occupation', l := 4, "
+                 "keep_key := true)").toPandas()
+    local = anonymize(frames["local"], QIS, 10, sensitive="occupation", l=4)
+    assert classes(got) == classes(frames["local"].assign(**{"class": local.groups}))
+    assert got.groupby("class")["occupation"].nunique().min() >= 4 and got.groupby("class").size().min() >= 10
+    assert len(classes(got)) < len(classes(cs.anonymize(frames["census"], QIS, 10).toPandas()))  # l cost classes
+    # a hierarchy for a non-numeric QI: sex's two values under one root ('*'), an ARX CSV given by its path
+    path = tmp_path / "sex.csv"
+    path.write_text("Male;*\nFemale;*\n")
+    again = db.sql(f"SELECT * FROM ANONYMIZE(spark.census, k := 10, hierarchies := {{'sex': '{path}'}}, "
+                   "keep_key := true)").toPandas()
+    direct = anonymize(frames["local"], QIS, 10, hierarchies={"sex": str(path)})
+    assert classes(again) == classes(frames["local"].assign(**{"class": direct.groups}))
+    mine = again.set_index("id").loc[frames["local"]["id"], "sex"].astype(str).to_numpy()
+    assert (mine == direct.table["sex"].astype(str).to_numpy()).all()
+    assert joint_classes_below_k(got, again, 10) == 0  # accepted: no joint class below k (counted independently)
+    assert cs.releases(db, "census")[["release_no", "k", "status"]].values.tolist() == [
+        [1, 10, "completed"], [2, 10, "completed"]]
+    with pytest.raises(ArgumentError, match="hierarchies := .* takes ARX CSV paths"):
+        db.sql("SELECT * FROM ANONYMIZE(spark.census, k := 10, hierarchies := {'sex': 3})")
+    assert len(cs.releases(db, "census")) == 2
+
+
 def test_truth_discover_through_sql_is_the_spark_truth_discovery(spark, frames, db):  # noqa: F811
     res = cs.truth_discover(frames["answers"], object="task", source="worker", value="label", method="mv")
     for output, rows in (("objects", 40), ("sources", 5)):
