@@ -57,28 +57,38 @@ def _check_name(name: Any) -> str:
 
 
 def declare_roles(db: Any, name: str, df: DataFrame, *, quasi_identifiers, key: str, sensitive=(),
-                  kinds: dict[str, str] | None = None, history: str | None = None) -> dict[str, Any]:
+                  kinds: dict[str, str] | None = None, history: str | None = None, ground_truth: str | None = None,
+                  core=()) -> dict[str, Any]:
     """Declare (replace) the roles of the Spark table ``name`` against its DataFrame ``df``, in the crowddb
     database: quasi-identifiers (generalized by ``release``), sensitive columns, and the key that tells its rows
     apart across releases (required: a Spark table has no rowid). ``history``: the folder of its rows' histories
-    (default ``<database file>.spark/<name>``; required for an in-memory database, which keeps nothing)."""
+    (default ``<database file>.spark/<name>``; required for an in-memory database, which keeps nothing). For human
+    operators over the table (crowddb/spark/crowd.py), as locally: ``ground_truth`` (never published; the simulated
+    crowd answers from it) and ``core`` (the columns a HIT shows; default: every column not protected)."""
     con = _con(db)
     name = _check_name(name)
     if not isinstance(df, DataFrame):
         raise ArgumentError(f"declare_roles expects the table's Spark DataFrame, got {type(df).__name__}")
     columns = set(df.columns)
-    qis, sens = qi_list(quasi_identifiers), qi_list(sensitive)
+    qis, sens, core = qi_list(quasi_identifiers), qi_list(sensitive), qi_list(core)
+    truth = [] if ground_truth is None else [ground_truth]
     if not qis:
         raise ArgumentError(f"spark:{name}: declare at least one quasi-identifier")
     if not isinstance(key, str):
         raise ArgumentError(f"spark:{name}: key must name the column that tells its rows apart (e.g. key='id'): "
                             "the ledger follows each row across releases by it")
-    missing = [c for c in [*qis, *sens, key] if c not in columns]
+    missing = [c for c in [*qis, *sens, key, *truth, *core] if c not in columns]
     if missing:
         raise UnknownColumnError(f"spark:{name}: no column(s) {missing}; columns are {sorted(columns)}")
-    both = sorted((set(qis) & set(sens)) | (set(qis) & {key}) | (set(sens) & {key}))
+    both = sorted((set(qis) & set(sens)) | (set(qis) & {key}) | (set(sens) & {key}) | (set(qis) & set(truth))
+                  | ({key} & set(truth)))
     if both:
-        raise PrivacyError(f"spark:{name}: columns {both} are given two roles (quasi-identifier, sensitive, key)")
+        raise PrivacyError(f"spark:{name}: columns {both} are given two roles (quasi-identifier, sensitive, key, "
+                           "ground truth)")
+    shown = sorted(set(core) & ({key} | set(sens) | set(truth)))
+    if shown:
+        raise PrivacyError(f"spark:{name}: core columns are shown to workers, and {shown} are protected (key, "
+                           "sensitive, ground truth); leave them out of core")
     kinds = dict(kinds or {})
     if [c for c in kinds if c not in qis]:
         raise UnknownColumnError(f"spark:{name}: kinds name columns that are not quasi-identifiers: "
@@ -93,7 +103,8 @@ def declare_roles(db: Any, name: str, df: DataFrame, *, quasi_identifiers, key: 
     if before is not None and before[2] is not None and before[0]["key"] != key:
         raise PrivacyError(f"spark:{name}: its releases follow rows by {before[0]['key']!r}; a new key {key!r} would "
                            "make every row a new one to the ledger. Keep the key")
-    declared = {"quasi_identifiers": qis, "sensitive": sens, "key": key, "kinds": kinds}
+    declared = {"quasi_identifiers": qis, "sensitive": sens, "key": key, "kinds": kinds,
+                "ground_truth": ground_truth, "core": core}
     spark_tables.declare(con, name, declared, str(history))
     return declared
 

@@ -12,7 +12,7 @@ One statement's way (every refusal is a crowddb error raised before anything run
    declared ones]])`` becomes the ledger's recorded release of the declared table (``crowddb.spark.ledger.release``);
    ``TRUTH_DISCOVER(spark.answers, object :=, source :=, value := [, method, output, tol, max_iter, options])``
    becomes ``crowddb.spark.truth.truth_discover``'s objects or sources. Each is a temp view with a fresh name in the
-   statement. PRIVATE_SYNTH and the human operators do not run on Spark yet (refused, naming what does).
+   statement. PRIVATE_SYNTH does not run on Spark yet (refused, naming what does).
 3. The guard: a column of a Spark table with declared roles that is a quasi-identifier, a sensitive column or the
    key may not be read anywhere outside ANONYMIZE (select list, WHERE, JOIN, GROUP BY, ORDER BY, HAVING, windows,
    subqueries, CTEs; ``*`` and a whole-row reference read every column), since rows chosen by a protected column
@@ -25,6 +25,10 @@ One statement's way (every refusal is a crowddb error raised before anything run
    by sqlglot (``dialect='spark'``) and analysed by Spark with the releases' exact (empty) schemas before any release
    is made, so a statement Spark rejects records nothing; then the release is made and recorded, and
    ``spark.sql(...)`` runs the statement. ``db.sql`` returns its Spark DataFrame.
+5. A human operator (``SELECT c, getposition(*, k := 10) AS job FROM spark.t WHERE ...``, crowddb/spark/crowd.py)
+   is guarded with a literal in its place; the WHERE's rows are then released in the table's Spark ledger, the crowd
+   is asked about the release from the driver as about a local table, and the answers, a temp view, are joined to
+   the statement's rows by the key before Spark runs it.
 
 Fail closed on names the roles do not cover: an undeclared Spark table that reads what a declared one reads (a view
 over it, a DataFrame derived from it, the same files read again: found by the semantic hashes of their plans'
@@ -58,7 +62,7 @@ from crowddb.privacy.functions import Functions
 from crowddb.query import params as query_params
 from crowddb.query.plan import split_arguments
 from crowddb.query.text import SPARK, is_table_function, spark_name, spark_tables, table_parts
-from crowddb.spark import ledger
+from crowddb.spark import crowd, ledger
 from crowddb.spark.mondrian import CLASS
 from crowddb.spark.truth import truth_discover
 
@@ -76,7 +80,8 @@ _TRUTH = {"object": Param(str, REQUIRED), "source": Param(str, REQUIRED), "value
           "max_iter": Param(int, 100)}
 _TRUTH_COLUMNS = {"objects": ["object", "truth", "confidence"], "sources": ["source", "weight"]}
 _WORKS = ("what runs on Spark today: SELECT queries over spark.<name> tables, ANONYMIZE(spark.<name>, k := ...) of a "
-          "table whose roles are declared, and TRUTH_DISCOVER(spark.<name>, object := ..., source := ..., value := "
+          "table whose roles are declared, a human operator over one (SELECT c, getposition(*, k := 10) AS job FROM "
+          "spark.<name> WHERE ...), and TRUTH_DISCOVER(spark.<name>, object := ..., source := ..., value := "
           "...)")
 
 
@@ -155,12 +160,9 @@ def declare_roles(db: Any, name: str, *, quasi_identifiers=(), sensitive=(), cor
     """``db.declare_roles('spark:<name>', ...)``: the roles of the Spark catalog table ``name``, declared through
     ``crowddb.spark.ledger.declare_roles`` (the name already declared under another case is kept)."""
     spark = _session(db)
-    if tuple(core or ()) or ground_truth is not None:
-        raise ArgumentError(f"spark:{name}: a Spark table's roles are quasi-identifiers, sensitive columns and the "
-                            "key; core and ground_truth are not kept for Spark tables yet: leave them out")
     df = _catalog_table(spark, name)
     return ledger.declare_roles(db, _ledger_name(db, name) or name, df, quasi_identifiers=quasi_identifiers,
-                                sensitive=sensitive, key=key, kinds=kinds)
+                                sensitive=sensitive, key=key, kinds=kinds, ground_truth=ground_truth, core=core)
 
 
 def roles(db: Any, name: str) -> dict[str, Any]:
@@ -265,6 +267,8 @@ def _protected(declared: dict[str, Any] | None) -> dict[str, str]:
         return {}
     roles = {c.lower(): "a quasi-identifier" for c in declared["quasi_identifiers"]}
     roles.update({c.lower(): "a sensitive column" for c in declared["sensitive"]})
+    if declared.get("ground_truth"):
+        roles[declared["ground_truth"].lower()] = "the ground truth"
     roles[declared["key"].lower()] = "the key"
     return roles
 
@@ -446,6 +450,22 @@ def _analysed(spark: SparkSession, text: str) -> DataFrame:
                            f"{str(err).splitlines()[0]}") from None
 
 
+def _ask_crowd(db: Any, spark: SparkSession, human: crowd.HumanCall, checked: exp.Expression,
+               tables: dict[str, DataFrame], declared: dict[str, dict | None], calls: list[_Call]
+               ) -> tuple[exp.Expression, str]:
+    """The statement's human operator asked about its rows (crowddb/spark/crowd.py): the checked statement with the
+    answers joined in, and the answers' temp view."""
+    if calls:
+        raise ArgumentError(f"{human.node.name} on Spark: a human operator and a table function in one statement do "
+                            "not run on Spark; run each in a statement of its own")
+    name = human.table
+    if declared.get(name) is None:
+        raise ArgumentError(f"human operators over spark.{name} need its roles declared (its key joins the answers "
+                            f"back, its quasi-identifiers are generalized before a HIT shows them): "
+                            f"db.declare_roles('spark:{name}', quasi_identifiers=[...], key='id', ground_truth=...)")
+    return crowd.ask(db, spark, human, checked, tables[name], declared[name], _ledger_name(db, name), _spark_text)
+
+
 def run_on_spark(db: Any, statements: list[exp.Expression], params: Any = None) -> DataFrame:
     """Run a statement that names a Spark table on the db's Spark session; returns its Spark DataFrame."""
     spark = _session(db)
@@ -459,11 +479,9 @@ def run_on_spark(db: Any, statements: list[exp.Expression], params: Any = None) 
         raise StatementRefusedError(f"only SELECT statements (and WITH ... SELECT) run on Spark; this "
                                     f"{type(statement).__name__.upper()} names a Spark table and is not run. Write "
                                     "Spark tables with Spark itself (df.write...)")
-    registry = db.registry
-    humans = sorted({n.name for n in statement.find_all(exp.Anonymous) if n.name in registry})
-    if humans:
-        raise ArgumentError(f"human operators ({', '.join(humans)}) do not run on Spark yet; {_WORKS}. Ask the crowd "
-                            "about a local table (e.g. db.load_frame(name, df.toPandas(), ...))")
+    human = crowd.find(statement, db.registry)  # a human operator: guarded with a literal in its place
+    if human is not None:
+        statement = human.placeholder(statement)
     function_nodes = [n for n in statement.find_all(exp.Table) if is_table_function(n)]
     ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
     for node in statement.find_all(exp.Table):
@@ -499,6 +517,10 @@ def run_on_spark(db: Any, statements: list[exp.Expression], params: Any = None) 
     text = _spark_text(checked)
     _user_functions(spark, text)
     views = []
+    if human is not None:  # the crowd is asked first; its answers are a view the statement joins by the key
+        checked, view = _ask_crowd(db, spark, human, checked, tables, declared, calls)
+        views.append(view)
+        text = _spark_text(checked)
     try:
         for call in calls:  # truth discovery records nothing: run first; a release stands in by its empty schema
             table = tables[call.table]

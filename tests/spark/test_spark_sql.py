@@ -245,12 +245,15 @@ def test_a_query_naming_no_spark_table_runs_in_duckdb(spark, db):  # noqa: F811
 
 def test_declaring_the_roles_of_a_spark_table(spark, frames, db, tmp_path):  # noqa: F811
     assert db.roles("spark:census") == {"quasi_identifiers": QIS, "sensitive": ["occupation"], "key": "id",
-                                        "kinds": {}}
+                                        "kinds": {}, "ground_truth": None, "core": []}
     assert cs.roles(db, "census")["key"] == "id"  # the Spark ledger's own record
     with pytest.raises(ArgumentError, match="no such table or temp view"):
         db.declare_roles("spark:nowhere", quasi_identifiers=["age"], key="id")
-    with pytest.raises(ArgumentError, match="core and ground_truth"):
-        db.declare_roles("spark:census", quasi_identifiers=["age"], core=["workclass"], key="id")
+    # what a human operator over the table needs (crowddb/spark/crowd.py): the ground truth and the columns a HIT shows
+    db.declare_roles("spark:census", quasi_identifiers=QIS, sensitive=["occupation"], key="id",
+                     ground_truth="occupation", core=["workclass", *QIS])
+    assert db.roles("spark:census")["core"] == ["workclass", *QIS]
+    assert db.roles("spark:census")["ground_truth"] == "occupation"
     with crowddb.connect(str(tmp_path / "other.duckdb"), progress=False) as plain:
         with pytest.raises(ArgumentError, match="needs a Spark session"):
             plain.declare_roles("spark:census", quasi_identifiers=["age"], key="id")

@@ -1,0 +1,220 @@
+"""Human operators over a Spark table (issue 27): ``SELECT c, getposition(*, k := 10) AS job FROM spark.t WHERE ...``.
+
+The rows the statement asks about stay in Spark until they are released: the WHERE's rows are anonymized on Spark as
+a release of the table in its Spark ledger (crowddb/spark/ledger.py: Mondrian on Spark over the declared
+quasi-identifiers, checked against the table's earlier releases and on record before anything is published). Only
+that release reaches the driver, without the sensitive columns: each row's generalized labels and other columns,
+its key and its ground truth (never published; the simulated crowd answers from it). The driver asks the crowd about
+it as about any local table (the local operator's packing, HITs, payments, cache and budget, through the same
+``Platform``), with nothing left to generalize: the labels a HIT shows are the release's. The answers go back to
+Spark as a small table, joined to the statement's rows by the key, and the rest of the statement runs on Spark.
+
+One human operator per statement, a select item of the outermost SELECT over one declared Spark table (filtered by
+WHERE); tuple operators only. What else the statement asks for is refused, naming what runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from crowddb._sql import DIALECT, identifier
+from crowddb.errors import ArgumentError, PrivacyError
+from crowddb.query.plan import split_arguments
+from crowddb.query.text import SPARK, spark_name
+from crowddb.spark import ledger
+from crowddb.spark.mondrian import CLASS
+
+__all__ = ["MAX_ROWS", "HumanCall", "ask", "find"]
+
+#: the most rows one statement on Spark asks the crowd about: they are released to the driver and paid for
+MAX_ROWS = 1_000_000
+#: the most answers a question read from a ground-truth column offers
+MAX_ANSWERS = 1_000
+_KEY = "__crowd_key"  # the key's name in the table of answers (one the user's columns cannot clash with)
+_SHAPE = ("a human operator on Spark is a select item of the outermost SELECT over one Spark table, its rows chosen "
+          "by WHERE: SELECT c, getposition(*, k := 10) AS job FROM spark.t WHERE ...")
+
+
+@dataclasses.dataclass
+class HumanCall:
+    """The statement's human operator call: its node, its table, the name its answer takes, its definition and
+    ``k``."""
+
+    node: exp.Anonymous
+    table: str                # the Spark table it asks about, as the statement names it
+    alias: str
+    op: Any                   # the operator's definition (crowddb.udf.HumanOperator)
+    k: int
+    sentinel: str             # the literal standing in for the call while the statement is guarded
+
+    def placeholder(self, statement: exp.Expression) -> exp.Expression:
+        """The statement with the call replaced by a string literal (``sentinel``): what the rest of it reads is
+        guarded as any statement on Spark, and the answers take the literal's place afterwards."""
+        out = statement.copy()
+        for node in out.find_all(exp.Anonymous):
+            if node.name == self.node.name and node == self.node:
+                node.replace(exp.Literal.string(self.sentinel))
+                break
+        return out
+
+
+def find(statement: exp.Expression, registry: Any) -> HumanCall | None:
+    """The statement's human operator call (None: it calls none); ArgumentError for a shape that does not run on
+    Spark."""
+    calls = [n for n in statement.find_all(exp.Anonymous) if n.name in registry]
+    if not calls:
+        return None
+    names = sorted({c.name for c in calls})
+    if len(calls) > 1:
+        raise ArgumentError(f"one human operator per statement on Spark, this one calls {len(calls)} ({names}); "
+                            f"{_SHAPE}")
+    node = calls[0]
+    op = registry.get(node.name)
+    if getattr(op, "kind", "tuple") != "tuple":
+        raise ArgumentError(f"{node.name}: a group operator (GROUP BY) does not run on Spark yet; tuple operators "
+                            f"do: {_SHAPE}")
+    item = node.parent if isinstance(node.parent, exp.Alias) else node
+    select = item.parent
+    if not isinstance(statement, exp.Select) or select is not statement or item not in statement.expressions:
+        raise ArgumentError(f"{node.sql(DIALECT)}: {_SHAPE}")
+    extra = [name.rstrip("_") for name in ("with_", "joins", "laterals", "group", "having", "qualify", "windows",
+                                           "limit", "offset", "distinct", "sample", "connect", "prewhere")
+             if statement.args.get(name)]
+    if extra:
+        raise ArgumentError(f"{node.name} on Spark: the statement's {', '.join(extra)} is not supported with a human "
+                            f"operator (the crowd is asked about every row WHERE keeps, and paid for each); {_SHAPE}. "
+                            "Release the table with ANONYMIZE for anything else")
+    source = statement.args.get("from_")
+    table = source.this if source is not None else None
+    if not isinstance(table, exp.Table) or spark_name(table) is None:
+        raise ArgumentError(f"{node.name} on Spark reads one Spark table, spark.<name>; {_SHAPE}")
+    positional, named = split_arguments(node, node.name)
+    if not positional or not isinstance(positional[0], exp.Star):
+        raise ArgumentError(f"{node.name}(*, ...) on Spark asks about whole rows (the release of every column a HIT "
+                            "may show); name the columns a HIT shows by declaring them core: "
+                            "db.declare_roles('spark:<name>', ..., core=[...])")
+    if named.get("anonymizer", "mondrian") != "mondrian":
+        raise ArgumentError(f"{node.name} on Spark generalizes with Mondrian on Spark (the Spark ledger's release); "
+                            f"anonymizer := {named['anonymizer']!r} runs on local tables only")
+    k = named.get("k", op.k)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+        raise ArgumentError(f"{node.name}: k must be an integer of at least 2, got {k!r}")
+    alias = item.alias if isinstance(item, exp.Alias) else node.name
+    return HumanCall(node, spark_name(table), alias, op, int(k), f"__crowd_human_{uuid.uuid4().hex}")
+
+
+def _input(checked: exp.Select) -> exp.Select:
+    """The rows the crowd is asked about: every column of the statement's table, the rows its WHERE keeps."""
+    rows = exp.select(exp.Star()).from_(checked.args["from_"].copy())
+    where = checked.args.get("where")
+    return rows.where(where.this.copy()) if where is not None else rows
+
+
+def _domain(human: HumanCall, table: DataFrame, truth: str | None) -> list[str] | None:
+    """The answers a tuple operator offers when neither its definition nor the call lists them: every value of the
+    Spark table's ground-truth column (all its rows, never only those asked about: workers would learn their values
+    from the choices), as text, sorted; counted by Spark, only the values reach the driver."""
+    if isinstance(human.op.domain, tuple) or any(
+            isinstance(a, (exp.PropertyEQ, exp.Kwarg, exp.EQ)) and a.this.name.lower() == "domain"
+            for a in human.node.expressions):
+        return None
+    if truth is None:
+        raise ArgumentError(f"{human.node.name}: its answers are the values of the ground-truth column, and "
+                            f"spark.{human.table} declares none; declare it (db.declare_roles('spark:{human.table}', "
+                            "..., ground_truth='c')) or pass the answers with domain := ['...', '...']")
+    values = table.where(F.col(truth).isNotNull()).select(F.col(truth).cast("string").alias("v")).distinct()
+    found = sorted(r["v"] for r in values.limit(MAX_ANSWERS + 1).collect())
+    if len(found) > MAX_ANSWERS or len(found) < 2:
+        raise ArgumentError(f"{human.node.name}: the ground truth spark.{human.table}.{truth} holds "
+                            f"{'more than ' + str(MAX_ANSWERS) if len(found) > MAX_ANSWERS else len(found)} distinct "
+                            f"value(s); a question offers 2 to {MAX_ANSWERS} answers: pass them with domain := [...]")
+    return found
+
+
+def _local_call(human: HumanCall, table: str, domain: list[str] | None) -> exp.Select:
+    """The call over the released rows, in the local database: the same operator and arguments (the release's
+    labels are shown as they are: the local table declares no quasi-identifier), each answer by the row's number."""
+    call = human.node.copy()
+    if domain is not None:
+        call.append("expressions", exp.PropertyEQ(this=exp.Identifier(this="domain"), expression=exp.Array(
+            expressions=[exp.Literal.string(v) for v in domain])))
+    return exp.select(exp.alias_(exp.column("rowid", table=table, quoted=True), "__crowd_row"), exp.alias_(call, human.alias, quoted=True)
+                      ).from_(exp.Table(this=identifier(table)))
+
+
+def ask(db: Any, spark: SparkSession, human: HumanCall, checked: exp.Select, table: DataFrame,
+        roles: dict[str, Any], ledger_name: str, to_spark: Callable[[exp.Expression], str]
+        ) -> tuple[exp.Select, str]:
+    """Release the statement's rows on Spark, ask the crowd about them from the driver and return the checked
+    statement with the answers joined in (a temp view of the Spark session, whose name is returned too: the caller
+    drops it once the statement is analysed)."""
+    key, truth = roles["key"], roles.get("ground_truth")
+    rows = spark.sql(to_spark(_input(checked)))
+    n = rows.count()
+    if n > MAX_ROWS:
+        raise ArgumentError(f"{human.node.name}: the statement asks the crowd about {n:,} rows of "
+                            f"spark.{ledger_name}, more than {MAX_ROWS:,} (each is released to the driver and paid "
+                            "for); choose fewer rows with WHERE")
+    if n == 0:
+        raise ArgumentError(f"{human.node.name}: the statement's WHERE keeps no row of spark.{ledger_name}; nothing "
+                            "to ask the crowd")
+    domain = _domain(human, table, truth)  # before anything is released
+    released = ledger.release(db, rows, human.k, name=ledger_name, keep_key=True)
+    # what reaches the driver: the release without its sensitive columns and class, the key under our name
+    dropped = set(roles["sensitive"]) - {truth} | {CLASS}
+    shown = [c for c in released.columns if c not in dropped]
+    arrow = released.select(*shown).withColumnRenamed(key, _KEY).toArrow()
+    answers = _asked(db, human, arrow, truth, roles.get("core") or [], domain)
+    view = f"__crowd_spark_answers_{uuid.uuid4().hex[:12]}"
+    spark.createDataFrame(answers).createOrReplaceTempView(view)
+    return _joined(human, checked, view, key, [c for c in answers.column_names if c != _KEY]), view
+
+
+def _asked(db: Any, human: HumanCall, arrow: pa.Table, truth: str | None, core: list[str],
+           domain: list[str] | None) -> pa.Table:
+    """The crowd's answers about the released rows (a local temp table, its roles declared for the run, dropped
+    after): (key, answer[, confidence]) per row."""
+    local = f"__crowd_spark_rows_{uuid.uuid4().hex[:12]}"
+    con = db.con
+    con.register(f"{local}_arrow", arrow)
+    try:
+        con.execute(f'CREATE TEMP TABLE "{local}" AS SELECT * FROM "{local}_arrow"').fetchall()
+    finally:
+        con.unregister(f"{local}_arrow")
+    try:
+        if truth is not None and truth not in arrow.column_names:
+            raise PrivacyError(f"{human.node.name}: the ground truth {truth!r} is not in the release")
+        db.declare_roles(local, key=_KEY, ground_truth=truth, core=[c for c in core if c in arrow.column_names])
+        got = db.sql(_local_call(human, local, domain).sql(DIALECT)).to_arrow_table()
+    finally:
+        db.declare_roles(local)  # no roles: the catalog forgets the temp table
+        con.execute(f'DROP TABLE IF EXISTS "{local}"').fetchall()
+    keys = arrow.column(_KEY).take(got.column("__crowd_row"))
+    return pa.table({_KEY: keys, **{c: got.column(c) for c in got.column_names if c != "__crowd_row"}})
+
+
+def _joined(human: HumanCall, checked: exp.Select, view: str, key: str, answers: list[str]) -> exp.Select:
+    """The checked statement with the sentinel replaced by the answer (and its confidence, when the run reports
+    one, right after it) and the answers' view joined to its table by the key."""
+    out = checked.copy()
+    table = out.args["from_"].this
+    alias = table.alias_or_name
+    a = "__crowd_answers"
+    sentinel = next(lit for lit in out.find_all(exp.Literal) if lit.is_string and lit.this == human.sentinel)
+    item = sentinel.parent if isinstance(sentinel.parent, exp.Alias) else sentinel
+    at = out.expressions.index(item)
+    columns = [exp.alias_(exp.column(c, table=a, quoted=True), c, quoted=True) for c in answers]
+    out.set("expressions", out.expressions[:at] + columns + out.expressions[at + 1:])
+    join = exp.Join(this=exp.Table(this=identifier(view), db=identifier(SPARK), alias=exp.TableAlias(
+        this=identifier(a))), kind="LEFT", on=exp.EQ(this=exp.column(key, table=alias, quoted=True),
+                                                       expression=exp.column(_KEY, table=a, quoted=True)))
+    out.set("joins", [join])
+    return out

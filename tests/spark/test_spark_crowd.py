@@ -1,0 +1,158 @@
+"""Human operators over a Spark table (crowddb/spark/crowd.py): ``SELECT c, getposition(*, k := 10) AS job FROM
+spark.t WHERE ...`` releases the WHERE's rows in the table's Spark ledger, asks the crowd about that release from the
+driver, and joins the answers back on Spark. What workers saw is read back from the HITs and checked independently
+of the code that made it: every box a HIT shows covers at least k of the rows asked about (counted on the raw rows),
+and no protected value is in any HIT."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pyarrow.csv as pcsv
+import pytest
+from spark_session import spark  # noqa: F401
+
+import crowddb
+import crowddb.spark as cs
+from crowddb.datasets import adult_path
+from crowddb.errors import ArgumentError, PrivacyError
+
+N = 300
+QIS = ["age", "sex", "education_num"]
+COLUMNS = ["id", *QIS, "occupation", "workclass", "hours_per_week"]
+CORE = [*QIS, "workclass", "hours_per_week"]
+ASK = "SELECT c.workclass, getposition(*, k := 10) AS job FROM spark.people c WHERE c.hours_per_week >= 40"
+
+
+@pytest.fixture(scope="module")
+def people(spark):  # noqa: F811
+    """The first N rows of Adult as the Spark temp view ``people``, and their pandas twin."""
+    table = pcsv.read_csv(adult_path()).slice(0, N).select(COLUMNS)
+    df = spark.createDataFrame(table).cache()
+    df.createOrReplaceTempView("people")
+    yield table.to_pandas()
+    spark.catalog.dropTempView("people")
+    df.unpersist()
+
+
+@pytest.fixture
+def db(spark, people, tmp_path):  # noqa: F811
+    with crowddb.connect(str(tmp_path / "jobs.duckdb"), spark=spark, progress=False, seed=3) as con:
+        con.declare_roles("spark:people", quasi_identifiers=QIS, sensitive=["occupation"], ground_truth="occupation",
+                          key="id", core=CORE)
+        yield con
+
+
+def shown(db) -> pd.DataFrame:
+    """Every item a worker was shown, as the HIT content says it (one row per item)."""
+    return pd.DataFrame([json.loads(c) for (c,) in db.sql("SELECT content FROM crowddb_hit_items").fetchall()])
+
+
+def covers(label: str, values: pd.Series) -> np.ndarray:
+    """Which raw values a published label stands for: '[a-b]' a range, '*' anything, else the value itself."""
+    found = re.fullmatch(r"\[(-?\d+)-(-?\d+)\]", label)
+    if found:
+        return ((values >= int(found[1])) & (values <= int(found[2]))).to_numpy()
+    if label == "*":
+        return np.ones(len(values), bool)
+    return (values.astype(str) == label).to_numpy()
+
+
+def payments(db) -> tuple[int, float]:
+    n, total = db.sql("SELECT count(*), coalesce(sum(reward + fee), 0) FROM crowddb_payments").fetchall()[0]
+    return int(n), float(total)
+
+
+def test_a_human_operator_asks_about_the_spark_release_and_joins_the_answers_back(spark, people, db):  # noqa: F811
+    asked = people[people.hours_per_week >= 40]
+    got = db.sql(ASK)
+    assert type(got).__name__ == "DataFrame" and got.columns == ["workclass", "job"]
+    result = got.toPandas()
+    assert len(result) == len(asked)
+    assert sorted(result.workclass) == sorted(asked.workclass)
+    # the answers are the crowd's, from the operator's domain: the table's ground-truth values (all its rows)
+    assert result.job.notna().all() and set(result.job) <= set(people.occupation)
+    items = shown(db)
+    assert len(items) == len(asked) and sorted(items.columns) == sorted(CORE)
+    # independent of the release's code: every box a worker saw covers at least 10 of the rows asked about
+    for box, _ in items.groupby(QIS):
+        inside = np.logical_and.reduce([covers(label, asked[q]) for q, label in zip(QIS, box)])
+        assert inside.sum() >= 10, box
+    # nothing protected reached a HIT: no key, no occupation, and no raw age a row asked about has alone
+    assert "id" not in items.columns and "occupation" not in items.columns
+    assert not set(items.workclass) - set(asked.workclass)
+    # on record: one release of the Spark table (before anything was published), and what was paid
+    assert cs.releases(db, "people")[["release_no", "k", "status"]].values.tolist() == [[1, 10, "completed"]]
+    before = payments(db)
+    assert before[0] > 0
+    # the same statement again: the same answers, served from the record, nothing paid twice
+    again = db.sql(ASK).toPandas()
+    assert again.sort_values(["workclass", "job"]).reset_index(drop=True).equals(
+        result.sort_values(["workclass", "job"]).reset_index(drop=True))
+    assert payments(db) == before
+    assert len(cs.releases(db, "people")) == 2
+
+
+def test_the_crowd_release_composes_with_anonymize_in_the_spark_ledger(spark, people, db):  # noqa: F811
+    """The rows a human operator released are on the Spark ledger's record: a later ANONYMIZE of the whole table is
+    judged against them, refused exactly when a joint class would fall below k (counted independently here, from
+    the boxes the workers saw and the classes the whole table's release would have)."""
+    db.sql(ASK).toPandas()
+    asked = people[people.hours_per_week >= 40]
+    crowd = cs.anonymize(spark.createDataFrame(asked), QIS, 10).toPandas()  # the same Mondrian over the same rows
+    box_of = dict(zip(crowd.id, crowd[QIS].astype(str).agg("|".join, axis=1)))
+    assert sorted(box_of.values()) == sorted(shown(db)[QIS].astype(str).agg("|".join, axis=1))  # what workers saw
+    whole = cs.anonymize(spark.createDataFrame(people), QIS, 10).toPandas()
+    joint = pd.Series([(box_of.get(i), c) for i, c in zip(whole.id, whole["class"])])
+    below = int((joint.map(joint.value_counts()) < 10).sum())
+    assert below > 0  # this sample's whole-table classes cut the crowd's boxes: the ledger must refuse
+    with pytest.raises(PrivacyError, match=f"leave {below} row"):
+        db.sql("SELECT * FROM ANONYMIZE(spark.people, k := 10)")
+    assert cs.releases(db, "people").status.tolist() == ["completed"]
+
+
+def test_what_does_not_run_on_spark_is_refused_before_anything_is_released_or_paid(spark, people, db):  # noqa: F811
+    refused = [
+        (PrivacyError, "protected", ("SELECT c.workclass, getposition(*) AS job FROM spark.people c "
+                                     "WHERE c.occupation = 'Sales'")),
+        (PrivacyError, "protected", "SELECT c.id, getposition(*) AS job FROM spark.people c"),
+        (ArgumentError, "limit", "SELECT c.workclass, getposition(*) AS job FROM spark.people c LIMIT 5"),
+        (ArgumentError, "group", "SELECT c.workclass, getposition(*) AS job FROM spark.people c GROUP BY c.workclass"),
+        (ArgumentError, "one human operator per statement",
+         "SELECT getposition(*) AS a, getposition(*) AS b FROM spark.people"),
+        (ArgumentError, "asks about whole rows", "SELECT getposition(workclass) AS job FROM spark.people"),
+        (ArgumentError, "outermost SELECT", "SELECT * FROM (SELECT getposition(*) AS job FROM spark.people) t"),
+        (ArgumentError, "anonymizer", "SELECT getposition(*, anonymizer := 'fka') AS job FROM spark.people"),
+        (ArgumentError, "group operator", ("SELECT c.workclass, getcandidate(*, 'teacher') AS t "
+                                           "FROM spark.people c GROUP BY c.workclass")),
+        (ArgumentError, "need its roles declared", "SELECT getposition(*) AS job FROM spark.undeclared"),
+    ]
+    spark.createDataFrame(pd.DataFrame({"x": [1, 2]})).createOrReplaceTempView("undeclared")
+    try:
+        for error, match, statement in refused:
+            with pytest.raises(error, match=match):
+                db.sql(statement)
+    finally:
+        spark.catalog.dropTempView("undeclared")
+    assert cs.releases(db, "people").empty
+    assert payments(db) == (0, 0.0)
+    assert db.sql("SELECT count(*) FROM crowddb_hits").fetchall() == [(0,)]
+
+
+def test_the_roles_a_crowd_needs_are_checked_when_declared(spark, people, db):  # noqa: F811
+    from crowddb.errors import UnknownColumnError
+
+    for roles, error, match in [
+        ({"core": ["workclass", "occupation"]}, PrivacyError, r"core columns are shown to workers, and \['occupation'\]"),
+        ({"core": ["id"]}, PrivacyError, r"\['id'\] are protected"),
+        ({"ground_truth": "age"}, PrivacyError, r"\['age'\] are given two roles"),
+        ({"ground_truth": "nope"}, UnknownColumnError, r"no column\(s\) \['nope'\]"),
+    ]:
+        with pytest.raises(error, match=match):
+            db.declare_roles("spark:people", **{"quasi_identifiers": QIS, "sensitive": ["occupation"], "key": "id",
+                                                "ground_truth": "occupation", **roles})
+    assert db.roles("spark:people")["core"] == CORE  # the declared roles stay as they were
+    assert db.roles("spark:people")["ground_truth"] == "occupation"
