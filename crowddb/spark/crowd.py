@@ -171,7 +171,8 @@ def ask(db: Any, spark: SparkSession, human: HumanCall, checked: exp.Select, tab
     # what reaches the driver: the release without its sensitive columns and class, the key under our name
     dropped = set(roles["sensitive"]) - {truth} | {CLASS}
     shown = [c for c in released.columns if c not in dropped]
-    arrow = released.select(*shown).withColumnRenamed(key, _KEY).toArrow()
+    # in the key's order: the HITs a seed splits the rows into do not depend on Spark's partitions
+    arrow = released.select(*shown).orderBy(key).withColumnRenamed(key, _KEY).toArrow()
     answers = _asked(db, human, arrow, truth, roles.get("core") or [], domain)
     view = f"__crowd_spark_answers_{uuid.uuid4().hex[:12]}"
     spark.createDataFrame(answers).createOrReplaceTempView(view)

@@ -96,6 +96,22 @@ def test_a_human_operator_asks_about_the_spark_release_and_joins_the_answers_bac
     assert len(cs.releases(db, "people")) == 2
 
 
+def test_the_same_crowd_query_as_on_a_local_table(spark, people, db, tmp_path):  # noqa: F811
+    """The same statement over the same rows as a local table, with the same seed: the same HITs, item for item in
+    the same order, and the same payments (the local run generalizes the published quasi-identifiers with the local
+    Mondrian; the Spark one shows the Spark release's labels: they are equal). The simulated crowd's answers are not
+    compared: its workers look their knowledge up in the rows they are handed, here the release (raw
+    quasi-identifiers never reach the driver), there the raw rows."""
+    db.sql(ASK).toPandas()
+    with crowddb.connect(str(tmp_path / "local.duckdb"), progress=False, seed=3) as local:
+        local.load_frame("people", people, quasi_identifiers=QIS, sensitive=["occupation"],
+                         ground_truth="occupation", key="id", core=CORE)
+        local.sql(ASK.replace("spark.people", "people")).df()
+        hits = "SELECT hit_id, item_no, content FROM crowddb_hit_items ORDER BY hit_id, item_no"
+        assert db.sql(hits).fetchall() == local.sql(hits).fetchall()
+        assert payments(db) == payments(local)
+
+
 def test_the_crowd_release_composes_with_anonymize_in_the_spark_ledger(spark, people, db):  # noqa: F811
     """The rows a human operator released are on the Spark ledger's record: a later ANONYMIZE of the whole table is
     judged against them, refused exactly when a joint class would fall below k (counted independently here, from
