@@ -180,13 +180,17 @@ def test_an_accuracy_target_through_sql_is_answered_by_the_workers_it_picks():
     assert later["worker_id"].tolist() == later["worker_id_offered"].tolist()
     assert later["answer"].tolist() == [RECORDED_DENSE[(t, w)] for t, w in zip(later["task"], later["worker_id"])]
     # round 1 is the same seeded order either way; from round 2 on the workers differ: with quality-aware
-    # assignment the always-right g answers more of them (15 of 41 answers against 11 of 48, measured)
+    # assignment the always-right g answers more of them (15 of 43 answers against 11 of 49, measured; 41 and 48
+    # before the leave-one-out posteriors, whose lower means make the result's rule ask one more item where the
+    # plug-in slack was under 0.001: round 2 with offers asks 7, not 6, and round 3 then 4, not 3; round 3 without
+    # asks 8, not 7; recomputed by a Dawid-Skene EM written apart from crowddb's, round 2 with offers in
+    # tests/algorithms/truth/test_adaptive_calibration.py)
     first = got[~got["hit_id"].isin(offered["hit_id"])]
     assert first[["hit_id", "item_no", "worker_id"]].to_numpy().tolist() == plain_got.loc[
         plain_got["hit_id"].isin(first["hit_id"]), ["hit_id", "item_no", "worker_id"]].to_numpy().tolist()
     assert int((got["worker_id"] == "g").sum()) > int((plain_got["worker_id"] == "g").sum())
-    assert [report["answers"], int((got["worker_id"] == "g").sum())] == [41, 15]
-    assert [plain_report["answers"], int((plain_got["worker_id"] == "g").sum())] == [48, 11]
+    assert [report["answers"], int((got["worker_id"] == "g").sum())] == [43, 15]
+    assert [plain_report["answers"], int((plain_got["worker_id"] == "g").sum())] == [49, 11]
     for res in (result, plain):
         assert (res["label"] == res["task"].map(TRUTH)).all()
     assert not got.duplicated(["task", "worker_id"]).any() and not plain_got.duplicated(["task", "worker_id"]).any()
