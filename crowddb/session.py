@@ -286,7 +286,9 @@ class CrowdDB:
         """Set ``table``'s differential-privacy budget per protected ``unit`` (each source may spend ``epsilon`` and
         ``delta``; ``composition`` 'sequential' sums them, 'zcdp' sums rho and converts at ``delta``). A logged act
         of the privacy ledger, persisted in the database file; what was spent before still counts (see
-        ``reset_privacy_budget``). SQL: ``SELECT * FROM PRIVACY_BUDGET(table, epsilon := ..., ...)``."""
+        ``reset_privacy_budget``). SQL: ``SELECT * FROM PRIVACY_BUDGET(table, epsilon := ..., ...)``.
+        ``'spark:<name>'``: a table of the connected Spark session, charged by ``TRUTH_DISCOVER(spark.<name>, ...,
+        perturb := ...)`` (Python only)."""
         self._state.protected = True
         Store(self.con).set_privacy_budget(self._budget_table(table), epsilon=epsilon, delta=delta, unit=unit,
                                            composition=composition)
@@ -314,6 +316,8 @@ class CrowdDB:
     def _budget_table(self, table: str) -> str:
         if not isinstance(table, str):
             raise ArgumentError(f"a privacy budget is per table: pass its name, got {type(table).__name__}")
+        if table.lower().startswith("spark:"):  # a Spark table's budget, charged by TRUTH_DISCOVER(spark.<name>)
+            return _on_spark(self).budget_table(self, table[6:])
         name = resolve_table(self.con, table)
         if relation_kind(self.con, name) != "table":  # releases are charged to the base tables they read
             raise ArgumentError(f"{table!r} is a view: set the privacy budget on the table(s) it reads")

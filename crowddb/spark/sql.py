@@ -10,9 +10,15 @@ One statement's way (every refusal is a crowddb error raised before anything run
    cannot read DuckDB's tables, and an unprefixed name would reach Spark's catalog unchecked).
 2. ``ANONYMIZE(spark.t, k := 10 [, keep_key, method := 'mondrian', strict := true, quasi_identifiers := [the
    declared ones]])`` becomes the ledger's recorded release of the declared table (``crowddb.spark.ledger.release``);
-   ``TRUTH_DISCOVER(spark.answers, object :=, source :=, value := [, method, output, tol, max_iter, options])``
-   becomes ``crowddb.spark.truth.truth_discover``'s objects or sources. Each is a temp view with a fresh name in the
-   statement. PRIVATE_SYNTH does not run on Spark yet (refused, naming what does).
+   ``TRUTH_DISCOVER(spark.answers, object :=, source :=, value := [, method, output, tol, max_iter, perturb,
+   epsilon, delta, seed, options])`` becomes ``crowddb.spark.truth.truth_discover``'s objects or sources (with
+   ``perturb :=``, local DP on Spark: an integer ``seed :=`` is required, the output gains the epsilon and delta
+   columns, and the budget ``db.set_privacy_budget('spark:<name>', ...)`` sets is charged as locally, see
+   ``_truth_charge``). ``PRIVATE_SYNTH(spark.claims, object :=, source :=, value := [, the local arguments])``
+   becomes ``crowddb.spark.synth.private_synth``'s rows (object, value), its charge the local one (the per-source
+   sums computed in Spark), checked against ``spark:<name>``'s budget before anything runs and recorded with the
+   release (crowddb/spark/synth.py: ``sql_charge``, ``record_sql``). Each is a temp view with a fresh name in the
+   statement.
 3. The guard: a column of a Spark table with declared roles that is a quasi-identifier, a sensitive column or the
    key may not be read anywhere outside ANONYMIZE (select list, WHERE, JOIN, GROUP BY, ORDER BY, HAVING, windows,
    subqueries, CTEs; ``*`` and a whole-row reference read every column), since rows chosen by a protected column
@@ -45,6 +51,7 @@ import uuid
 from typing import Any
 
 import duckdb
+import pandas as pd
 import sqlglot
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
@@ -57,14 +64,21 @@ from sqlglot.tokens import TokenType
 
 from crowddb._sql import DIALECT, identifier
 from crowddb.arguments import NUMBER, REQUIRED, SEED, Param, bind
-from crowddb.errors import ArgumentError, CrowdDBError, PrivacyError, StatementRefusedError
+from crowddb.errors import ArgumentError, CrowdDBError, PrivacyBudgetError, PrivacyError, StatementRefusedError
+from crowddb.operators.table_functions.truth_discover import (
+    check_privacy_arguments,
+    perturbation_charge,
+    truth_release,
+)
+from crowddb.privacy import identity
 from crowddb.privacy.functions import Functions
 from crowddb.query import params as query_params
 from crowddb.query.plan import split_arguments
 from crowddb.query.text import SPARK, is_table_function, spark_name, spark_tables, table_parts
-from crowddb.spark import crowd, ledger
+from crowddb.spark import crowd, ledger, synth
 from crowddb.spark.mondrian import CLASS
 from crowddb.spark.truth import truth_discover
+from crowddb.store import Store, privacy
 
 __all__ = ["check_session", "declare_roles", "roles", "run_on_spark"]
 
@@ -82,7 +96,8 @@ _TRUTH_COLUMNS = {"objects": ["object", "truth", "confidence"], "sources": ["sou
 _WORKS = ("what runs on Spark today: SELECT queries over spark.<name> tables, ANONYMIZE(spark.<name>, k := ...) of a "
           "table whose roles are declared, a human operator over one (SELECT c, getposition(*, k := 10) AS job FROM "
           "spark.<name> WHERE ...), and TRUTH_DISCOVER(spark.<name>, object := ..., source := ..., value := "
-          "...)")
+          "... [, perturb := ..., epsilon := ..., seed := <an integer>]) and PRIVATE_SYNTH(spark.<name>, object := "
+          "..., source := ..., value := ...), charged to db.set_privacy_budget('spark:<name>', ...)")
 
 
 # ------------------------------------------------------------------------------------------ roles of Spark tables
@@ -227,12 +242,18 @@ def _bind_call(node: exp.Table, tables: dict[str, DataFrame], declared: dict[str
         spec_named = {k: v for k, v in named.items() if k in _TRUTH}
         options = {k: v for k, v in named.items() if k not in _TRUTH}
         args = bind(what, spec_named, _TRUTH)
-        if args["perturb"] is not None or args["epsilon"] is not None or args["delta"] is not None:
-            raise ArgumentError(f"TRUTH_DISCOVER(spark.{name}): local DP (perturb, epsilon, delta) is not available on "
-                                "Spark; run it locally (TRUTH_DISCOVER over a DuckDB table)")
         if args["output"] not in _TRUTH_COLUMNS:
             raise ArgumentError(f"TRUTH_DISCOVER: output must be 'objects' or 'sources', got {args['output']!r}")
-        return _Call(kind, name, args, options, view, list(_TRUTH_COLUMNS[args["output"]]))
+        check_privacy_arguments(args)
+        if args["perturb"] is not None and args["seed"] is None:
+            raise ArgumentError(f"TRUTH_DISCOVER(spark.{name}): perturb := ... on Spark needs seed := <a non-negative "
+                                "integer>: Spark draws its noise from a seeded hash stream (reproducible, for "
+                                "experiments only). For a production release (secure noise, no seed) run it locally "
+                                "(TRUTH_DISCOVER over a DuckDB table)")
+        privacy_columns = ["epsilon", "delta"] if args["perturb"] is not None else []
+        return _Call(kind, name, args, options, view, [*_TRUTH_COLUMNS[args["output"]], *privacy_columns])
+    if kind == "private_synth":  # crowddb/spark/synth.py: the local arguments, checked before anything runs
+        return _Call(kind, name, synth.bind_sql(named), {}, view, ["object", "value"])
     raise ArgumentError(f"{what}(spark.{name}) does not run on Spark yet; {_WORKS}")
 
 
@@ -377,7 +398,95 @@ def guard(statement: exp.Expression, tables: dict[str, DataFrame], declared: dic
             if bad:
                 raise PrivacyError(f"TRUTH_DISCOVER(spark.{call.table}) reads {bad}, protected columns of "
                                    f"spark.{call.table}; " + readable.format(t=call.table))
+        if call.kind == "private_synth":
+            synth.refuse_protected(call.table, call.args, protected, readable.format(t=call.table))
     return checked
+
+
+# ------------------------------------------------------------------------------------------ TRUTH_DISCOVER's charge
+def budget_key(db: Any, name: str) -> str:
+    """The privacy budget's table key of the Spark table ``name`` (its charges and budget are kept under it, beside
+    the DuckDB tables' in the crowddb database): ``spark:<name>``, lower-cased as the ledger keys every table (and as
+    Spark's catalog compares names). Fail closed on a DuckDB table whose own key it is (a table named "spark:<name>"
+    in main): the two would share one budget."""
+    key = f"spark:{name}".lower()
+    if identity.of_key(db.con, key) is not None:
+        raise PrivacyBudgetError(f"the DuckDB table {key!r} has the budget key of the Spark table spark.{name}; "
+                                 "rename the DuckDB table (ALTER TABLE ... RENAME TO ...) so that each keeps its own "
+                                 "privacy budget. Nothing was charged")
+    return key
+
+
+def budget_table(db: Any, name: str) -> str:
+    """``db.set_privacy_budget('spark:<name>', ...)`` (and its reset and report): the budget key of the Spark catalog
+    table ``name``, which must exist (as a DuckDB table's must)."""
+    _catalog_table(_session(db), name)
+    return budget_key(db, name)
+
+
+def _source_counts(table: DataFrame, source: str) -> pd.Series | None:
+    """The answers per source of a Spark table, keyed by the source's text in order of first appearance: what the
+    local charge counts on the same rows (``table_functions.base._source_counts``: every row, duplicates included),
+    from one Spark aggregation; only the per-source counts reach the driver, never an answer."""
+    if source not in table.columns:
+        return None
+    t = (table.select(F.col(source).alias("s"), F.monotonically_increasing_id().alias("o")).groupBy("s")
+         .agg(F.count(F.lit(1)).alias("n"), F.min("o").alias("o")).orderBy("o").toArrow())
+    ids = t.column("s").to_pandas().astype(str).to_numpy()
+    return pd.Series(t.column("n").to_numpy(), index=ids).groupby(level=0, sort=False).sum()
+
+
+def _refuse_budget_copies(db: Any, spark: SparkSession, name: str, table: DataFrame,
+                          operator: str = "TRUTH_DISCOVER") -> None:
+    """Fail closed on a second name for the same answers: a charge is kept per Spark table name, so another table
+    of the catalog that reads what ``table`` reads (a view over it, a DataFrame derived from it, its files again:
+    the semantic hashes of the plans' leaves, as ``_refuse_copies_of_declared``) and has a budget or charges of its
+    own would let the same sources spend twice; refused (PrivacyBudgetError) before anything runs."""
+    mine = _leaves(table)
+    for other in spark.catalog.listTables():
+        if other.name.lower() == name.lower() or not privacy.has_acts(db.con, f"spark:{other.name}".lower()):
+            continue
+        try:
+            theirs = spark.table(f"`{other.name.replace('`', '``')}`")
+        except (AnalysisException, ParseException):
+            continue
+        if mine & _leaves(theirs):
+            raise PrivacyBudgetError(
+                f"{operator}(spark.{name}): spark.{name} reads the rows of spark.{other.name}, whose privacy "
+                f"budget ('spark:{other.name.lower()}') has acts on record; charging spark.{name} apart would let "
+                f"the same sources spend twice. Read spark.{other.name} itself. Nothing was computed or charged")
+
+
+def _truth_charge(db: Any, spark: SparkSession, call: _Call, table: DataFrame) -> tuple[str, privacy.Charge] | None:
+    """(budget key, charge) of a TRUTH_DISCOVER with ``perturb :=`` on Spark: the local charge (``perturbation_charge``,
+    the arithmetic of truth_discover_charge: per source, its answers times (epsilon, delta, rho)) from the Spark
+    table's answers per source, charged to ``budget_key`` and checked before anything runs, as the local planner
+    checks it (refused inside BEGIN ... COMMIT; PrivacyBudgetError when it would overspend: nothing ran or was
+    recorded). None when the arguments ask for no charge (or are bad: truth_discover then says what is wrong)."""
+    charge = perturbation_charge(call.args, lambda: _source_counts(table, call.args["source"]))
+    if charge is None:
+        return None
+    privacy.refuse_in_transaction(db.con, charge.operator)
+    _refuse_budget_copies(db, spark, call.table, table)
+    key = budget_key(db, call.table)
+    privacy.check(db.con, [key], charge)
+    return key, charge
+
+
+def _record_charge(db: Any, call: _Call, result: Any, charged: tuple[str, privacy.Charge] | None) -> None:
+    """The perturbed TRUTH_DISCOVER's release and its charge, in one transaction that checks the budget again (as the
+    local planner writes them: ``Store.log_charged_release``); fail closed on a perturbation without a charge."""
+    if not result.privacy:
+        return
+    if charged is None:
+        raise PrivacyError("TRUTH_DISCOVER: internal error: a DP release whose charge could not be declared; "
+                           "nothing was recorded")
+    _, release = truth_release(call.args, call.options, result.method, result.n_iter, result.objects.count(),
+                               result.sources.count(), result.privacy)
+    key, charge = charged
+    Store(db.con).log_charged_release(tables=[key], charge=charge, kind=release.kind, method=release.method,
+                                      k=release.k, epsilon=release.epsilon, delta=release.delta,
+                                      params=release.params, metrics=release.metrics, objects=release.objects)
 
 
 # ------------------------------------------------------------------------------------------ running it
@@ -504,6 +613,14 @@ def run_on_spark(db: Any, statements: list[exp.Expression], params: Any = None) 
     if sum(c.kind == "anonymize" for c in calls) > 1:
         raise ArgumentError("one ANONYMIZE per statement on Spark: each is a release recorded in the ledger; release "
                             "each table in a statement of its own")
+    perturbed = [c for c in calls if c.kind == "truth_discover" and c.args["perturb"] is not None]
+    if perturbed and len(perturbed) + sum(c.kind == "anonymize" for c in calls) > 1:
+        raise ArgumentError("one release per statement on Spark: a TRUTH_DISCOVER with perturb := ... is a release "
+                            "charged to the privacy budget, recorded on its own; run it in a statement of its own")
+    synths = [c for c in calls if c.kind == "private_synth"]
+    if synths and len(synths) + len(perturbed) + sum(c.kind == "anonymize" for c in calls) > 1:
+        raise ArgumentError("one release per statement on Spark: PRIVATE_SYNTH is a release charged to the privacy "
+                            "budget, recorded on its own; run it in a statement of its own")
     for node, call in zip(function_nodes, calls):  # each table function becomes its view, under its alias
         view = exp.Table(this=identifier(call.view), db=identifier(SPARK), alias=node.args.get("alias"))
         node.replace(view)
@@ -516,7 +633,10 @@ def run_on_spark(db: Any, statements: list[exp.Expression], params: Any = None) 
     checked = guard(statement, tables, declared, calls)
     text = _spark_text(checked)
     _user_functions(spark, text)
-    views = []
+    # the budget is checked before anything runs; the charge is recorded once Spark has accepted the statement
+    charged = _truth_charge(db, spark, perturbed[0], tables[perturbed[0].table]) if perturbed else None
+    synth_charged = synth.sql_charge(db, synths[0].table, tables[synths[0].table], synths[0].args) if synths else None
+    views, results = [], {}
     if human is not None:  # the crowd is asked first; its answers are a view the statement joins by the key
         checked, view = _ask_crowd(db, spark, human, checked, tables, declared, calls)
         views.append(view)
@@ -526,14 +646,26 @@ def run_on_spark(db: Any, statements: list[exp.Expression], params: Any = None) 
             table = tables[call.table]
             if call.kind == "truth_discover":
                 a = call.args
-                result = truth_discover(table, object=a["object"], source=a["source"], value=a["value"],
-                                        method=a["method"], tol=a["tol"], max_iter=a["max_iter"], seed=a["seed"],
-                                        options=call.options)
-                (result.objects if a["output"] == "objects" else result.sources).createOrReplaceTempView(call.view)
+                result = results[call.view] = truth_discover(
+                    table, object=a["object"], source=a["source"], value=a["value"], method=a["method"], tol=a["tol"],
+                    max_iter=a["max_iter"], seed=a["seed"], perturb=a["perturb"], epsilon=a["epsilon"],
+                    delta=a["delta"], options=call.options)
+                out = result.objects if a["output"] == "objects" else result.sources
+                if result.privacy:  # the privacy parameters travel next to the result, as locally
+                    out = out.withColumns({"epsilon": F.lit(float(result.privacy["epsilon"])),
+                                           "delta": F.lit(float(result.privacy["delta"]))})
+                out.createOrReplaceTempView(call.view)
+            elif call.kind == "private_synth":  # released (and charged) once Spark accepts the statement
+                results[call.view] = synth.run_sql(table, call.args)
+                results[call.view].rows.select("object", "value").createOrReplaceTempView(call.view)
             else:
                 _placeholder(call, table, declared[call.table]).createOrReplaceTempView(call.view)
             views.append(call.view)
         _analysed(spark, text)  # Spark's own refusal comes before anything is released
+        for call in perturbed:
+            _record_charge(db, call, results[call.view], charged)
+        for call in synths:
+            synth.record_sql(db, call.args, results[call.view], synth_charged)
         for call in calls:
             if call.kind == "anonymize":
                 a = call.args

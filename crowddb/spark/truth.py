@@ -16,10 +16,24 @@ Order: a Spark DataFrame has none; "last answer" and "first appearance" (the ord
 read the order from ``order_by`` when given, else from the DataFrame's partition order (``monotonically_increasing_id``,
 the file's order for a DataFrame read from one file or made from a local table), as crowddb/spark/encoding.py.
 
+Local DP (``perturb``, ``epsilon``, ``delta``): each deduplicated answer is perturbed in Spark by the mechanisms of
+crowddb/truth/ldp.py (RR extended to NULL, LP, MF, the crowd-sensing Gaussian), with their checks, domains and
+privacy reports, and the method then runs on the perturbed answers as discover() runs it (objects left without
+answers get a NULL truth and confidence 0; sources left without answers are dropped). The noise is ours: the local
+draws come from one numpy Generator consumed in the answers' order by samplers whose draws per value vary (bounded
+integers reject, geometric gaps and the unanswered cells they pick depend on all the draws before), which no executor
+can reproduce without the answers before its own; here every cell's uniforms are a hash of (seed, stream, object,
+source) (``_uniform``), so the perturbed values are a function of the answers and the seed alone (the same under any
+partitioning), distributed as the local ones but not equal to them. Hence ``seed`` must be an integer: the secure
+sampler of ``seed=None`` (os.urandom, OpenDP) runs locally only. MF's V is drawn per object from ``v_seed`` (a given
+V, indexed by the local object order, is refused). 'rr' and 'laplace' perturb every unanswered cell too (the m x n
+task vectors, generated per object from the source codes), as locally; 'mf' sends every cell.
+
 Departures from local (each labelled where it is made): float sums are added in Spark's order, so results equal the
 local ones up to rounding, and wherever the local code breaks ties by a rule (``base.argmax_rows``) the same rule is
 applied here, in SQL, so a label never depends on the last bit of a sum. Not available here (ArgumentError naming the
-local call instead): local-DP perturbation (``perturb``/``epsilon``/``delta``), ``tie='random'``, and the other methods.
+local call instead): ``tie='random'``, the other methods, perturbation without an integer seed (secure noise) and
+MF with a given V.
 """
 
 from __future__ import annotations
@@ -36,15 +50,34 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from crowddb.errors import ArgumentError, EmptyInputError, UnknownColumnError
+from crowddb.errors import ArgumentError, EmptyInputError, PrivacyError, UnknownColumnError
 from crowddb.truth.base import MAX_AUTO_CATEGORIES, TIE_ABS_TOL, TIE_REL_TOL, TruthMethod, encode_answers, value_kind
 from crowddb.truth.crh import crh_weights
 from crowddb.truth.discover import _columns, _route_options, resolve_method
+from crowddb.truth.ldp import (
+    PERTURBATIONS,
+    _check_delta,
+    check_epsilon,
+    check_mf_d,
+    check_ridge,
+    gaussian_report,
+    laplace_report,
+    mf_report,
+    null_fill_value,
+    numeric_domain,
+    perturbation_key,
+    perturbation_options,
+    rr_classes,
+    rr_probabilities,
+    rr_report,
+    sensitivity_of,
+)
 
-__all__ = ["SPARK_METHODS", "SparkTruthResult", "truth_discover"]
+__all__ = ["SPARK_METHODS", "SparkTruthResult", "perturb_answers", "truth_discover"]
 
 O, SRC, S, V, N, ORD = "__o", "__src", "__sid", "__v", "__n", "__order"
 MEAN, STD, MED, FIRST = "__mean", "__std", "__med", "__first"
+_VALUE = V  # V under a second name, for _mf (whose option V, the task profile matrix, hides it)
 _EPS = 1e-10  # dawid_skene._EPS: the floor of priors, confusion entries and accuracies
 _TINY = 1e-12  # base._TINY: the floor of numeric_confidence's weight sum
 
@@ -53,14 +86,15 @@ _TINY = 1e-12  # base._TINY: the floor of numeric_confidence's weight sum
 class SparkTruthResult:
     """Result of truth_discover(), as ``crowddb.truth.discover.TruthResult``: Spark DataFrames ``objects`` (object,
     truth, confidence; checkpointed in the executors) and ``sources`` (source, weight; in order of first appearance),
-    the method's name and its number of iterations. ``params`` holds the final per-class / per-source parameters
-    (priors, confusion matrices, accuracies) as numpy arrays, sources in the order of ``sources``."""
+    the method's name and its number of iterations, ``privacy``: the perturbation's report as discover()'s (None
+    without ``perturb``). ``params`` holds the final per-class / per-source parameters (priors, confusion matrices,
+    accuracies) as numpy arrays, sources in the order of ``sources``."""
 
     objects: DataFrame
     sources: DataFrame
     method: str
     n_iter: int
-    privacy: None = None
+    privacy: dict[str, Any] | None = None
     params: dict[str, Any] | None = None
 
 
@@ -102,9 +136,9 @@ def _kind(df: DataFrame, value: str, dtype: T.DataType, method: str) -> str:
 
 
 @dataclass
-class _Answers:
-    """The deduplicated answers, cached in Spark (columns O, S, V, N and the numeric methods' per-object MEAN, STD,
-    MED), and what the driver keeps: the source labels (code = position), the class labels, the counts."""
+class _Coded:
+    """The deduplicated, coded answers (``df``: columns O, S, V, hash partitioned by object) and the labels the
+    driver keeps (source code = position in ``sources``, class code = position in ``classes``)."""
 
     df: DataFrame
     sources: pa.Array
@@ -112,6 +146,13 @@ class _Answers:
     classes: pa.Array | None
     class_type: T.DataType | None
     object_type: T.DataType
+
+
+@dataclass
+class _Answers(_Coded):
+    """The deduplicated answers, cached in Spark (columns O, S, V, N and the numeric methods' per-object MEAN, STD,
+    MED), and what the driver keeps: the source labels (code = position), the class labels, the counts."""
+
     n_answers: int
     n_objects: int
     scale: float  # np.std of the values (numeric)
@@ -167,9 +208,9 @@ def _check(base: DataFrame, types: dict[str, T.DataType], kind: str, method: str
         raise ArgumentError(f"{method}: the value column holds invalid labels")  # pragma: no cover
 
 
-def _encode(answers: DataFrame, object: str, source: str, value: str, order_by: str | None, kind: str,
-            method: str, dropna: bool, numeric_stats: bool) -> _Answers:
-    """Validate (``_check``), deduplicate and code the answers; cache them partitioned by object."""
+def _coded(answers: DataFrame, object: str, source: str, value: str, order_by: str | None, kind: str,
+           method: str, dropna: bool) -> _Coded:
+    """Validate (``_check``), deduplicate and code the answers, partitioned by object."""
     spark = answers.sparkSession
     order = F.col(order_by) if order_by is not None else F.monotonically_increasing_id()
     base = answers.select(F.col(object).alias(O), F.col(source).alias(SRC), F.col(value).alias(V), order.alias(ORD))
@@ -197,9 +238,14 @@ def _encode(answers: DataFrame, object: str, source: str, value: str, order_by: 
           .join(F.broadcast(sids), SRC))
     if kind == "categorical":
         df = df.join(F.broadcast(codes), V).drop(V).withColumnRenamed("__code", V)
+    return _Coded(df.select(O, S, V), labels, types[SRC], classes, class_type, types[O])
+
+
+def _answers(coded: _Coded, numeric_stats: bool) -> _Answers:
+    """The coded answers with their per-object columns, cached, and their counts."""
     w = _object_window()
     # FIRST marks one answer per object (its lowest source code): per-object results are read from those rows
-    df = df.select(O, S, V, F.count(F.lit(1)).over(w).alias(N), (F.min(S).over(w) == F.col(S)).alias(FIRST))
+    df = coded.df.select(O, S, V, F.count(F.lit(1)).over(w).alias(N), (F.min(S).over(w) == F.col(S)).alias(FIRST))
     if numeric_stats:
         # base.object_std: the plain mean, then the mean squared deviation from it (two passes, as locally);
         # CRH reads std 0 as 1
@@ -209,9 +255,11 @@ def _encode(answers: DataFrame, object: str, source: str, value: str, order_by: 
     df = df.cache()
     # one job fills the cache and counts: answers, objects, and np.std of the values (numeric_confidence's scale)
     counts = df.agg(F.count(F.lit(1)), F.sum(F.col(FIRST).cast("long")),
-                    F.stddev_pop(V) if kind == "numeric" else F.lit(0.0)).collect()[0]
-    return _Answers(df, labels, types[SRC], classes, class_type, types[O], int(counts[0]), int(counts[1]),
-                    float(counts[2] or 0.0), len(labels), 0 if classes is None else len(classes))
+                    F.stddev_pop(V) if coded.classes is None else F.lit(0.0)).collect()[0]
+    classes = coded.classes
+    return _Answers(df, coded.sources, coded.source_type, classes, coded.class_type, coded.object_type,
+                    int(counts[0]), int(counts[1] or 0), float(counts[2] or 0.0), len(coded.sources),
+                    0 if classes is None else len(classes))
 
 
 # ---------------------------------------------------------------- shared per-object expressions
@@ -563,6 +611,337 @@ _RUNNERS: dict[str, Callable] = {"mv": _mv, "ds": _ds, "one_coin": _one_coin, "c
 SPARK_METHODS = tuple(_RUNNERS)
 
 
+# ---------------------------------------------------------------- local-DP perturbation (crowddb/truth/ldp.py)
+
+
+class _HashStream:
+    """The noise source a Spark perturbation's privacy report names (``ldp._report`` reads these two)."""
+
+    secure = False
+    description = ("Spark's xxhash64 of (seed, stream, object, source) as uniforms in (0, 1) (reproducible and "
+                   "independent of the partitioning; experiments only, not for production releases)")
+
+
+def _uniform(seed: int, stream: str, *key: Column) -> Column:
+    """Ours: the uniform of ``key`` in a named stream, u = (floor(h / 2^11) + 1/2) / 2^53 in (0, 1) with h =
+    xxhash64(seed, stream, *key) (Spark's, under its seed 42): a function of the values alone, so the same for the
+    same answers whatever their partitioning or order, and each (stream, key) a draw of its own."""
+    h = F.xxhash64(F.lit(seed).cast("long"), F.lit(stream), *key)
+    return (F.shiftrightunsigned(h, 11).cast("double") + 0.5) * 2.0**-53
+
+
+def _laplace(u: Column, scale: float) -> Column:
+    """Lap(scale) by inversion of a uniform u in (0, 1): -scale sign(u - 1/2) ln(1 - 2 |u - 1/2|)."""
+    w = u - 0.5
+    return -scale * F.signum(w) * F.log(1.0 - 2.0 * F.abs(w))
+
+
+def _normal(u1: Column, u2: Column) -> Column:
+    """N(0, 1) from two uniforms in (0, 1) (Box & Muller 1958): sqrt(-2 ln u1) cos(2 pi u2)."""
+    return F.sqrt(-2.0 * F.log(u1)) * F.cos(2.0 * np.pi * u2)
+
+
+@dataclass
+class _Perturbation:
+    """A checked perturbation request: the mechanism's key, (epsilon, delta), the seed, the mechanism's options."""
+
+    key: str
+    epsilon: float
+    delta: float
+    seed: int
+    options: dict[str, Any]
+
+
+def _request(perturb: str, epsilon: Any, delta: Any, seed: Any, options: dict[str, Any]) -> _Perturbation:
+    """The request's checks before any Spark job: the local ones (ldp.perturb's, in its words), then Spark's own: an
+    integer seed (the noise is a seeded stream; the secure sampler of seed=None runs locally only) and no given V."""
+    key = perturbation_key(perturb, epsilon, delta)
+    eps = check_epsilon(epsilon)
+    dl = _check_delta(delta) if key == "gaussian" else 0.0
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise ArgumentError(
+            f"perturb={perturb!r} on Spark needs seed= a non-negative integer, got {seed!r}: Spark draws its noise "
+            "from a seeded hash stream (reproducible, for experiments only). For a production release (secure noise, "
+            "seed=None) run crowddb.truth.discover locally")
+    v_seed = options.get("v_seed")
+    if options.get("V") is not None or (v_seed is not None and (isinstance(v_seed, bool) or not isinstance(
+            v_seed, (int, np.integer)) or not 0 <= v_seed < 2**63)):
+        raise ArgumentError("perturb='mf' on Spark draws V per object from v_seed= (a non-negative integer; the seed "
+                            "without it): a given V, whose columns follow the local object order, or another v_seed "
+                            "is not available on Spark; run crowddb.truth.discover for those")
+    return _Perturbation(key, eps, dl, int(seed), dict(options))
+
+
+def _keyed(df: DataFrame, src: DataFrame) -> DataFrame:
+    """Rows (with a source code S) with their source's label SRC, from ``src`` (S, SRC): every hash reads the labels
+    from this one table, whether the cell was answered or not."""
+    return df.join(F.broadcast(src), S)
+
+
+def _unanswered(coded: _Coded, m: int) -> DataFrame:
+    """Every cell (O, S) of the m x n task vectors with no answer: per object (within its partition: no shuffle),
+    the source codes 0..m-1 without those that answered it."""
+    answered = coded.df.groupBy(O).agg(F.collect_list(S).alias("__a"))
+    return answered.select(O, F.explode(F.array_except(F.sequence(F.lit(0), F.lit(m - 1)), "__a")).alias(S))
+
+
+def _domain(coded: _Coded, domain: Any, bounds: Any, need_discrete: bool, mech: str):
+    """ldp.numeric_domain with the answers' facts from Spark (one small job for each fact it asks)."""
+    spark, df = coded.df.sparkSession, coded.df
+
+    def outside(dom: np.ndarray) -> bool:
+        return bool(df.join(F.broadcast(_params_table(spark, {V: dom})), V, "left_anti").limit(1).count())
+
+    def beyond(lo: float, hi: float) -> bool:
+        return bool(df.where((F.col(V) < lo) | (F.col(V) > hi)).limit(1).count())
+
+    def data() -> tuple[float, float, bool]:
+        r = df.agg(F.min(V), F.max(V), F.sum((F.col(V) % 1.0 != 0).cast("long"))).collect()[0]
+        return float(r[0]), float(r[1]), not r[2]
+
+    kind = "categorical" if coded.classes is not None else "numeric"
+    return numeric_domain(kind, domain, bounds, need_discrete, mech, outside=outside, beyond=beyond, data=data)
+
+
+def _lookup(df: DataFrame, code: Column, values: np.ndarray, out: str) -> DataFrame:
+    """``df`` with ``out`` = values[code] (a broadcast join: the domain's values stay one copy on the driver)."""
+    table = _params_table(df.sparkSession, {"__i": np.arange(len(values), dtype=np.int64), out: values})
+    return df.withColumn("__i", code.cast("long")).join(F.broadcast(table), "__i").drop("__i")
+
+
+_Perturbed = tuple[DataFrame, pa.Array, pa.Array | None, Callable[[int], dict[str, Any]]]
+
+
+def _rr(coded: _Coded, src: DataFrame, p: _Perturbation, *, domain: Any = None) -> _Perturbed:
+    """RR extended to NULL (Sun et al. Eq. 8) on every cell: one uniform u per cell, keep its value (NULL: code k)
+    if u < e^eps / (k + e^eps), else outcome j = floor((u - keep) / other) of the k others (j, or j + 1 from the
+    own code up), each with probability 1 / (k + e^eps). Local draws a uniform and an integer; ours one uniform."""
+    m = len(coded.sources)
+    if coded.classes is not None:
+        seen = pd.Index(coded.classes.to_pylist())
+        classes, prov = rr_classes(seen, domain)
+        x = coded.df
+        if domain is not None:  # the labels' codes in the domain given with them
+            x = _lookup(x, F.col(V), classes.get_indexer(seen).astype(np.int64), "__x").drop(V)
+            x = x.withColumnRenamed("__x", V)
+        try:
+            labels: pa.Array | None = pa.array(list(classes), type=coded.classes.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            raise ArgumentError(f"perturb='rr': the domain's labels must be of the value column's type "
+                                f"({coded.classes.type}), got {domain!r}") from None
+        values = None
+    else:
+        values, _, _, prov = _domain(coded, domain, None, True, "rr")
+        codes = _params_table(coded.df.sparkSession, {V: values, "__x": np.arange(len(values), dtype=np.int64)})
+        x = coded.df.join(F.broadcast(codes), V).drop(V).withColumnRenamed("__x", V)
+        labels = None
+    k = len(values) if values is not None else len(labels)
+    keep, other = rr_probabilities(p.epsilon, k)
+    cells = _keyed(x.select(O, S, F.col(V).cast("long").alias(V)).unionByName(
+        _unanswered(coded, m).withColumn(V, F.lit(k).cast("long"))), src)
+    u = _uniform(p.seed, "rr", O, SRC)
+    j = F.least(F.floor((u - keep) / other), F.lit(k - 1))
+    y = F.when(u < keep, F.col(V)).otherwise(F.when(j >= F.col(V), j + 1).otherwise(j))
+    out = cells.select(O, S, y.alias(V)).where(F.col(V) < k)  # code k: NULL, not sent
+    if values is not None:
+        out = _lookup(out, F.col(V), values, "__v").drop(V).withColumnRenamed("__v", V)
+    # the sources left with answers (locally: re-coded in discover), in their order
+    t = out.groupBy(S).agg(F.count(F.lit(1)).alias("n")).toArrow()
+    present = np.sort(t.column(S).to_numpy()).astype(np.int32)
+    sources = coded.sources
+    if len(present) < m:
+        recode = _params_table(coded.df.sparkSession, {S: present, "__s": np.arange(len(present), dtype=np.int32)})
+        out = out.join(F.broadcast(recode), S).drop(S).withColumnRenamed("__s", S)
+        sources = sources.take(pa.array(present))
+    return out, sources, labels, lambda sent: rr_report(p.epsilon, k, prov, _HashStream, sent)
+
+
+def _lp(coded: _Coded, src: DataFrame, p: _Perturbation, *, domain: Any = None, bounds: Any = None,
+        null_fill: str | float = "uniform", block_cells: int = 4_000_000) -> _Perturbed:
+    """LP (Sun et al. Eq. 6-7): a NULL cell takes the fill g (a value uniform over Gamma, or the number given), then
+    every cell gets Lap(|Gamma| / eps). ``block_cells`` bounds local memory and has no use here."""
+    dom, lo, hi, prov = _domain(coded, domain, bounds, False, "laplace")
+    sens = sensitivity_of(dom, lo, hi)
+    fill = null_fill_value(null_fill)
+    nulls = _keyed(_unanswered(coded, len(coded.sources)), src)
+    uf = _uniform(p.seed, "laplace-fill", O, SRC)
+    if fill is not None:
+        nulls = nulls.withColumn(V, F.lit(fill))
+    elif dom is None:
+        nulls = nulls.withColumn(V, lo + (hi - lo) * uf)
+    else:  # a uniform index of the domain's values (the least guards u * |Gamma| rounding up to |Gamma|)
+        nulls = _lookup(nulls, F.least(F.floor(uf * len(dom)), F.lit(len(dom) - 1)), dom, V)
+    cells = _keyed(coded.df, src).select(O, S, SRC, F.col(V).cast("double").alias(V)).unionByName(
+        nulls.select(O, S, SRC, F.col(V).cast("double").alias(V)))
+    out = cells.select(O, S, (F.col(V) + _laplace(_uniform(p.seed, "laplace", O, SRC), sens / p.epsilon)).alias(V))
+    return out, coded.sources, None, lambda sent: laplace_report(p.epsilon, sens, prov, _HashStream, sent)
+
+
+def _profile(key: int, d: int, x: DataFrame) -> DataFrame:
+    """Ours: ``x`` with v0..v{d-1}, the column of MF's task profile matrix V (ldp.task_profile_matrix: d standard
+    normals, divided by their 1-norm so that the column's 1-norm is 1, as Theorem 4 asks) of each row's object,
+    drawn from the object's own uniforms under ``key`` (the same V for an object wherever its rows are)."""
+    z = [f"__z{r}" for r in range(d)]
+    x = x.select("*", *[_normal(_uniform(key, f"mf-v{r}a", O), _uniform(key, f"mf-v{r}b", O)).alias(c)
+                        for r, c in enumerate(z)])
+    norm = sum((F.abs(F.col(c)) for c in z[1:]), F.abs(F.col(z[0])))
+    return x.select("*", *[(F.col(c) / norm).alias(f"v{r}") for r, c in enumerate(z)]).drop(*z)
+
+
+def _mf(coded: _Coded, src: DataFrame, p: _Perturbation, *, d: int = 10, ridge: float = 0.1, domain: Any = None,
+        bounds: Any = None, V: Any = None, v_seed: int | None = None, block_cells: int = 4_000_000) -> _Perturbed:
+    """MF (Sun et al. Algorithm 2): per worker i, u_i solves (sum_{j in T_i} v_j v_j^T + ridge I) u = sum a_ij v_j
+    - eta_i with eta_i ~ Lap(|Gamma| / eps)^d (Eq. 9-10, in closed form as locally), and the worker sends u_i V. The
+    per-worker sums are one Spark aggregation (m x (d^2 + 2d) numbers reach the driver); the m x n cells u_i . v_j
+    are a cross join of the objects with the broadcast u."""
+    spark = coded.df.sparkSession
+    dom, lo, hi, prov = _domain(coded, domain, bounds, False, "mf")
+    sens = sensitivity_of(dom, lo, hi)
+    check_mf_d(d)
+    check_ridge(ridge)
+    m, key = len(coded.sources), p.seed if v_seed is None else int(v_seed)
+    scale = sens / p.epsilon
+    x = _profile(key, d, _keyed(coded.df, src))
+    x = x.select("*", *[_laplace(_uniform(p.seed, f"mf-eta{r}", SRC), scale).alias(f"e{r}") for r in range(d)])
+    pairs = [(r, q) for r in range(d) for q in range(r, d)]
+    t = x.groupBy(S).agg(*[F.sum(F.col(f"v{r}") * F.col(f"v{q}")).alias(f"g{r}_{q}") for r, q in pairs],
+                         *[F.sum(F.col(_VALUE) * F.col(f"v{r}")).alias(f"b{r}") for r in range(d)],
+                         *[F.max(f"e{r}").alias(f"e{r}") for r in range(d)]).toArrow()
+    sid = t.column(S).to_numpy()
+    gram = np.zeros((m, d, d))
+    for r, q in pairs:
+        gram[sid, r, q] = gram[sid, q, r] = t.column(f"g{r}_{q}").to_numpy()
+    gram += ridge * np.eye(d)
+    rhs, eta = np.zeros((m, d)), np.zeros((m, d))
+    for r in range(d):
+        rhs[sid, r], eta[sid, r] = t.column(f"b{r}").to_numpy(), t.column(f"e{r}").to_numpy()
+    u = np.linalg.solve(gram, (rhs - eta)[:, :, None])[:, :, 0]  # Eq. (10): grad L_DP = 0, as locally
+    table = _params_table(spark, {S: np.arange(m, dtype=np.int32)} | {f"u{r}": u[:, r] for r in range(d)})
+    objects = _profile(key, d, coded.df.select(O).distinct())
+    dot = sum((F.col(f"u{r}") * F.col(f"v{r}") for r in range(1, d)), F.col("u0") * F.col("v0"))
+    out = objects.crossJoin(F.broadcast(table)).select(O, S, dot.alias(_VALUE))  # M(a_i) = u_i V
+    return out, coded.sources, None, lambda sent: mf_report(p.epsilon, d, ridge, sens, prov, _HashStream, sent)
+
+
+def _gaussian(coded: _Coded, src: DataFrame, p: _Perturbation, *, lambda1: float = 1.0, b: float = 3.0,
+              eta: float = 0.95, sensitivity: float | None = None, c: float | None = None) -> _Perturbed:
+    """Crowd-sensing Algorithm 2: source s draws its secret variance y_s ~ Exp(1 / lambda2) (by inversion of its
+    uniform) and sends x + N(0, y_s) (Eq. 3) for each answer; unanswered cells are not sent."""
+    if coded.classes is not None:
+        raise ArgumentError("perturb='gaussian' needs numeric answers")
+    rep = gaussian_report(p.epsilon, p.delta, _HashStream, lambda1=lambda1, b=b, eta=eta, sensitivity=sensitivity,
+                          c=c)
+    var = -rep["mean_noise_variance"] * F.log(_uniform(p.seed, "gaussian-variance", SRC))
+    noise = F.sqrt(var) * _normal(_uniform(p.seed, "gaussian-a", O, SRC), _uniform(p.seed, "gaussian-b", O, SRC))
+    out = _keyed(coded.df, src).select(O, S, (F.col(V) + noise).alias(V))
+    return out, coded.sources, None, lambda sent: rep
+
+
+_MECHANISMS: dict[str, Callable[..., _Perturbed]] = {"rr": _rr, "laplace": _lp, "mf": _mf, "gaussian": _gaussian}
+
+
+def _perturb(coded: _Coded, p: _Perturbation) -> tuple[_Coded, Callable[[int], dict[str, Any]]]:
+    """The coded answers perturbed (as ldp.perturb on the same answers: the same mechanism, its checks and report;
+    the noise from ``_uniform``) and the report's maker (given the answers sent)."""
+    src = _params_table(coded.df.sparkSession, {S: np.arange(len(coded.sources), dtype=np.int32),
+                                                SRC: coded.sources})
+    df, sources, classes, report = _MECHANISMS[p.key](coded, src, p, **p.options)
+    class_type = coded.class_type if classes is not None else None
+    return _Coded(df.select(O, S, V), sources, coded.source_type, classes, class_type, coded.object_type), report
+
+
+# ---------------------------------------------------------------- entry points
+
+
+@dataclass
+class _Request:
+    """truth_discover's checked arguments: the method, its model, the kind to code the answers as, and the
+    perturbation (None: none)."""
+
+    cls: type[TruthMethod]
+    model: TruthMethod
+    kind: str
+    perturbation: _Perturbation | None
+
+
+def _prepare(answers: DataFrame, object: str, source: str, value: str, method: str, order_by: str | None,
+             perturb: str | None, epsilon: Any, delta: Any, seed: Any, perturb_options: Mapping[str, Any] | None,
+             options: Mapping[str, Any], tol: float, max_iter: int) -> _Request:
+    """discover()'s checks, in its order and with its messages, before the answers are read (but for the value
+    kind of method='auto', read from at most MAX_AUTO_CATEGORIES + 1 distinct values); then Spark's own refusals."""
+    if not isinstance(answers, DataFrame):
+        raise ArgumentError(f"crowddb.spark.truth_discover expects a Spark DataFrame, got {type(answers).__name__}")
+    types = {f.name: f.dataType for f in answers.schema.fields}
+    _columns(pd.DataFrame(columns=list(types)), object, source, value)  # discover's UnknownColumnError
+    if order_by is not None and order_by not in types:
+        raise UnknownColumnError(f"unknown order_by column {order_by!r}; columns are {list(types)}")
+    name = str(method).strip().lower()
+    if name != "auto":
+        resolve_method(name, "numeric")  # an unknown method fails before any Spark job
+    numeric_noise = perturb is not None and PERTURBATIONS.get(str(perturb).lower()) in ("laplace", "mf", "gaussian")
+    kind = "numeric" if name == "auto" and numeric_noise else _kind(answers, value, types[value], name)
+    cls = resolve_method(name, kind)
+    if perturb is None and (epsilon is not None or delta is not None):
+        raise PrivacyError("epsilon/delta were given but no perturb mechanism; pass "
+                           "perturb='laplace'|'rr'|'mf'|'gaussian'")
+    p_names = perturbation_options(perturb) if perturb is not None else ()
+    unknown = set(perturb_options or {}) - set(p_names)
+    if unknown:
+        raise ArgumentError(f"unknown perturb_options {sorted(unknown)} for perturb {perturb!r}"
+                            + (f"; it takes {list(p_names)}" if perturb is not None else ""))
+    method_kw, routed = _route_options(cls, perturb, p_names, options)
+    model = cls(tol=tol, max_iter=max_iter, seed=seed, **method_kw)  # the local checks of tol, max_iter, options
+    if cls.name not in _RUNNERS:
+        raise ArgumentError(f"method {cls.name!r} is not available on Spark (it runs {', '.join(SPARK_METHODS)}); "
+                            f"run it locally with crowddb.truth.discover(..., method={cls.name!r})")
+    if getattr(model, "tie", "first") != "first":
+        raise ArgumentError("tie='random' is not available on Spark (its draws follow the local object order); "
+                            "use tie='first' or crowddb.truth.discover")
+    request = None if perturb is None else _request(perturb, epsilon, delta, seed,
+                                                    {**dict(perturb_options or {}), **routed})
+    return _Request(cls, model, "numeric" if perturb is not None and kind == "numeric" else cls.kind, request)
+
+
+def _coded_perturbed(answers: DataFrame, object: str, source: str, value: str, order_by: str | None, dropna: bool,
+                     req: _Request) -> tuple[_Coded, _Coded, Callable[[int], dict[str, Any]]]:
+    """(the coded answers, cached: the caller unpersists them; the same perturbed; the report's maker)."""
+    coded = _coded(answers, object, source, value, order_by, req.kind, req.cls.name, dropna)
+    coded.df = coded.df.cache()
+    try:
+        perturbed, report = _perturb(coded, req.perturbation)
+        if (perturbed.classes is None) != (req.cls.kind == "numeric"):
+            kind = "numeric" if perturbed.classes is None else "categorical"
+            raise ArgumentError(f"method {req.cls.name!r} is {req.cls.kind} but perturb="
+                                f"{req.perturbation.key!r} produces {kind} answers")
+    except Exception:
+        coded.df.unpersist()
+        raise
+    return coded, perturbed, report
+
+
+def perturb_answers(answers: DataFrame, *, object: str = "object", source: str = "source", value: str = "value",
+                    method: str = "auto", perturb: str, epsilon: float, delta: float | None = None, seed: int,
+                    perturb_options: Mapping[str, Any] | None = None, order_by: str | None = None,
+                    dropna: bool = False) -> tuple[DataFrame, dict[str, Any]]:
+    """The answers as ``truth_discover(..., perturb=...)`` perturbs them before inferring (the same values for the
+    same answers, ``method`` and seed: the method decides, as there, whether the values are labels or numbers): a
+    Spark DataFrame (columns named ``object``, ``source``, ``value``, one row per answer sent, checkpointed in the
+    executors) and the privacy report. Nothing is charged (as ``crowddb.truth.discover``)."""
+    req = _prepare(answers, object, source, value, method, order_by, perturb, epsilon, delta, seed, perturb_options,
+                   {}, 1e-6, 100)
+    coded, perturbed, report = _coded_perturbed(answers, object, source, value, order_by, dropna, req)
+    try:
+        spark = answers.sparkSession
+        out = perturbed.df.join(F.broadcast(_params_table(spark, {S: np.arange(len(perturbed.sources), dtype=np.int32),
+                                                                  SRC: perturbed.sources})), S)
+        if perturbed.classes is not None:
+            out = _lookup(out, F.col(V), perturbed.classes, "__label").drop(V).withColumnRenamed("__label", V)
+        out = out.select(F.col(O).alias(object), F.col(SRC).alias(source), F.col(V).alias(value)).localCheckpoint()
+        return out, report(out.count())
+    finally:
+        coded.df.unpersist()
+
+
 def truth_discover(answers: DataFrame, *, object: str = "object", source: str = "source", value: str = "value",
                    method: str = "auto", tol: float = 1e-6, max_iter: int = 100, dropna: bool = False,
                    order_by: str | None = None, seed: Any = None, perturb: str | None = None,
@@ -575,40 +954,45 @@ def truth_discover(answers: DataFrame, *, object: str = "object", source: str = 
 
     ``method``: 'auto' (Dawid-Skene for labels, CRH for numbers, by discover's rule), 'mv', 'ds', 'one_coin', 'crh'
     (labels: 'crh_categorical'), 'mean', 'median' and their aliases. ``options`` and keyword arguments are the
-    method's options (DS's ``smoothing``/``diag_prior``, CRH's ``loss``), routed and checked as by discover().
-    ``order_by`` names a column giving the answers' order (the last answer of a pair wins); without it the
-    DataFrame's partition order. Local DP (``perturb``, ``epsilon``, ``delta``) is refused: run it locally.
+    method's options (DS's ``smoothing``/``diag_prior``, CRH's ``loss``) or the perturbation's, routed and checked as
+    by discover(). ``order_by`` names a column giving the answers' order (the last answer of a pair wins); without it
+    the DataFrame's partition order.
+
+    Local DP: ``perturb`` in {'laplace', 'rr', 'mf', 'gaussian'} with ``epsilon`` (and ``delta`` for 'gaussian')
+    perturbs each deduplicated answer (and, for 'rr' and 'laplace', each unanswered cell of a worker's task vector)
+    in Spark, by ldp.py's mechanisms, before inferring, as discover() does; ``privacy`` is the report. The noise is
+    ours: a seeded hash stream (``_uniform``), so ``seed`` must be an integer, and the perturbed values differ from
+    the local ones (same distribution). ``perturb_answers`` gives the perturbed answers. Nothing is charged here (as
+    discover()); ``TRUTH_DISCOVER(spark.<table>, ..., perturb := ...)`` through db.sql charges the budget.
     """
-    if perturb is not None or epsilon is not None or delta is not None or perturb_options:
-        raise ArgumentError(
-            "crowddb.spark.truth_discover does not perturb answers (perturb=, epsilon=, delta=): local DP is not "
-            "implemented on Spark, and no privacy budget is charged here. Run it locally with "
-            "crowddb.truth.discover(frame, ..., perturb=..., epsilon=...) on the answers (e.g. df.toArrow())")
-    if not isinstance(answers, DataFrame):
-        raise ArgumentError(f"crowddb.spark.truth_discover expects a Spark DataFrame, got {type(answers).__name__}")
-    types = {f.name: f.dataType for f in answers.schema.fields}
-    _columns(pd.DataFrame(columns=list(types)), object, source, value)  # discover's UnknownColumnError
-    if order_by is not None and order_by not in types:
-        raise UnknownColumnError(f"unknown order_by column {order_by!r}; columns are {list(types)}")
-    name = str(method).strip().lower()
-    if name != "auto":
-        resolve_method(name, "numeric")  # an unknown method fails before any Spark job
-    kind = _kind(answers, value, types[value], name)
-    cls = resolve_method(name, kind)
-    method_kw, _ = _route_options(cls, None, (), {**method_kw, **dict(options or {})})
-    model = cls(tol=tol, max_iter=max_iter, seed=seed, **method_kw)  # the local checks of tol, max_iter, options
-    if cls.name not in _RUNNERS:
-        raise ArgumentError(f"method {cls.name!r} is not available on Spark (it runs {', '.join(SPARK_METHODS)}); "
-                            f"run it locally with crowddb.truth.discover(..., method={cls.name!r})")
-    if getattr(model, "tie", "first") != "first":
-        raise ArgumentError("tie='random' is not available on Spark (its draws follow the local object order); "
-                            "use tie='first' or crowddb.truth.discover")
-    ans = _encode(answers, object, source, value, order_by, cls.kind, cls.name, dropna,
-                  numeric_stats=cls.kind == "numeric")
+    options = {**method_kw, **dict(options or {})}
+    req = _prepare(answers, object, source, value, method, order_by, perturb, epsilon, delta, seed, perturb_options,
+                   options, tol, max_iter)
+    cls, numeric = req.cls, req.cls.kind == "numeric"
+    if req.perturbation is None:
+        ans = _answers(_coded(answers, object, source, value, order_by, req.kind, cls.name, dropna), numeric)
+        coded, privacy = None, None
+    else:
+        coded, perturbed, report = _coded_perturbed(answers, object, source, value, order_by, dropna, req)
+        try:
+            ans = _answers(perturbed, numeric)
+        except Exception:
+            coded.df.unpersist()
+            raise
+        privacy = report(ans.n_answers)
     try:
-        objects, weights, n_iter, params = _RUNNERS[cls.name](ans, model)
+        if not ans.n_answers:  # ours: locally some methods return NULL truths here, others fail
+            raise EmptyInputError(f"{cls.name}: perturb={perturb!r} left no answers (every answer and unanswered cell "
+                                  "came out NULL); there is nothing to infer from: ask with a larger epsilon")
+        objects, weights, n_iter, params = _RUNNERS[cls.name](ans, req.model)
         sources = _sources(ans, weights)
+        if coded is not None and req.perturbation.key == "rr":  # objects left without answers: NULL, confidence 0
+            every = coded.df.select(F.col(O).alias("object")).distinct()
+            objects = (every.join(objects, "object", "left")
+                       .select("object", "truth", F.coalesce("confidence", F.lit(0.0)).alias("confidence"))
+                       .localCheckpoint())
     finally:
         ans.df.unpersist()
-    return SparkTruthResult(objects, sources, cls.name, int(n_iter), None, params)
-
+        if coded is not None:
+            coded.df.unpersist()
+    return SparkTruthResult(objects, sources, cls.name, int(n_iter), privacy, params)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -78,17 +78,22 @@ def _report(mechanism: str, epsilon: float, delta: float, guarantee: str, theore
 # ----------------------------------------------------------------------------- domain of answers (Gamma)
 
 
-def _numeric_domain(ans: Answers, domain: Sequence[float] | None, bounds: tuple[float, float] | None,
-                    need_discrete: bool, mech: str) -> tuple[np.ndarray | None, float, float, str]:
-    """Return (discrete values or None, low, high, provenance) of the answer domain Gamma."""
-    if ans.kind != "numeric":
+def numeric_domain(kind: str, domain: Sequence[float] | None, bounds: tuple[float, float] | None,
+                   need_discrete: bool, mech: str, *, outside: Callable[[np.ndarray], bool],
+                   beyond: Callable[[float, float], bool], data: Callable[[], tuple[float, float, bool]]
+                   ) -> tuple[np.ndarray | None, float, float, str]:
+    """The answer domain Gamma as (discrete values or None, low, high, provenance), from what the answers tell when
+    asked (each only when needed, so an engine that keeps the answers elsewhere, crowddb/spark/truth.py, computes only
+    what is asked): ``outside(dom)`` whether some answer is not in ``dom``, ``beyond(lo, hi)`` whether some lies
+    outside [lo, hi], ``data()`` their (min, max, all integral)."""
+    if kind != "numeric":
         raise ArgumentError(f"perturb={mech!r} adds numeric noise and needs numeric answers; the value column holds "
                             "labels (use perturb='rr', or code the labels as numbers)")
     if domain is not None:
         dom = np.unique(np.asarray(domain, dtype=np.float64))
         if len(dom) < 2 or not np.isfinite(dom).all():
             raise ArgumentError(f"domain must list at least two finite values, got {domain!r}")
-        if not np.isin(ans.val, dom).all():
+        if outside(dom):
             raise ArgumentError(f"perturb={mech!r}: some answers lie outside the given domain")
         return dom, float(dom[0]), float(dom[-1]), "given"
     if bounds is not None:
@@ -97,17 +102,26 @@ def _numeric_domain(ans: Answers, domain: Sequence[float] | None, bounds: tuple[
             raise ArgumentError(f"bounds must be (low, high) with low < high, got {bounds!r}")
         if need_discrete:
             raise ArgumentError(f"perturb={mech!r} needs a discrete domain: pass domain=[...]")
-        if (ans.val < lo).any() or (ans.val > hi).any():
+        if beyond(lo, hi):
             raise ArgumentError(f"perturb={mech!r}: some answers lie outside bounds {bounds!r}")
         return None, lo, hi, "given"
-    lo, hi = float(ans.val.min()), float(ans.val.max())
+    lo, hi, integral = data()
     if hi == lo:
         hi = lo + 1.0
-    if np.all(ans.val == np.round(ans.val)):
+    if integral:
         return np.arange(lo, hi + 1.0), lo, hi, "data (integer min..max; pass domain= for a data-independent guarantee)"
     if need_discrete:
         raise ArgumentError(f"perturb={mech!r} needs a discrete answer domain: the values are not integers, pass domain=[...]")
     return None, lo, hi, "data (min..max; pass bounds= for a data-independent guarantee)"
+
+
+def _numeric_domain(ans: Answers, domain: Sequence[float] | None, bounds: tuple[float, float] | None,
+                    need_discrete: bool, mech: str) -> tuple[np.ndarray | None, float, float, str]:
+    """Return (discrete values or None, low, high, provenance) of the answer domain Gamma."""
+    return numeric_domain(
+        ans.kind, domain, bounds, need_discrete, mech, outside=lambda dom: not np.isin(ans.val, dom).all(),
+        beyond=lambda lo, hi: bool((ans.val < lo).any() or (ans.val > hi).any()),
+        data=lambda: (float(ans.val.min()), float(ans.val.max()), bool(np.all(ans.val == np.round(ans.val)))))
 
 
 def _cells(ans: Answers) -> np.ndarray:
@@ -132,7 +146,7 @@ def laplace_perturbation(ans: Answers, epsilon: float, sampler: Sampler, *, doma
     """LP: NULLs replaced by g (Eq. 6), then every cell of every worker gets Lap(|Gamma|/epsilon) (Eq. 7)."""
     eps = check_epsilon(epsilon)
     dom, lo, hi, prov = _numeric_domain(ans, domain, bounds, False, "laplace")
-    sens = float(len(dom)) if dom is not None else hi - lo  # paper: scale |Gamma|/eps; continuous: range/eps
+    sens = sensitivity_of(dom, lo, hi)
     scale = sens / eps
     m, n = ans.n_sources, ans.n_objects
     out = np.empty((m, n))
@@ -142,24 +156,41 @@ def laplace_perturbation(ans: Answers, epsilon: float, sampler: Sampler, *, doma
     for r0 in range(0, m, rows_per_block):  # blocks of workers bound the temporary memory
         r1 = min(m, r0 + rows_per_block)
         block = np.empty((r1 - r0, n))
-        if null_fill == "uniform":  # Eq. (6) with v drawn uniformly from Gamma
+        fill = null_fill_value(null_fill)
+        if fill is None:  # Eq. (6) with v drawn uniformly from Gamma
             if dom is not None:
                 block[:] = dom[sampler.integers(len(dom), block.size)].reshape(block.shape)
             else:
                 block[:] = (lo + (hi - lo) * sampler.uniform(block.size)).reshape(block.shape)
         else:
-            try:
-                fill = float(null_fill)
-            except (TypeError, ValueError):
-                raise ArgumentError(f"null_fill must be 'uniform' or a number, got {null_fill!r}") from None
             block[:] = fill
         sel = order[starts[r0]:starts[r1]]
         block[ans.src[sel] - r0, ans.obj[sel]] = ans.val[sel]
         out[r0:r1] = sampler.add_laplace(block.ravel(), scale).reshape(block.shape)  # Eq. (7)
-    rep = _report("laplace", eps, 0.0, "epsilon-cell LDP (each cell of a worker's full task vector, NULLs included)",
-                  "Sun et al. Theorem 1 (LP, Eq. 6-7)", sampler, scale=scale, sensitivity=sens,
-                  domain_source=prov, cells=int(m * n))
-    return _dense_answers(ans, out), rep
+    return _dense_answers(ans, out), laplace_report(eps, sens, prov, sampler, m * n)
+
+
+def sensitivity_of(dom: np.ndarray | None, lo: float, hi: float) -> float:
+    """LP's and MF's |Gamma|: the number of values of a discrete domain (the paper's Lap(|Gamma|/eps)), else the
+    range of a continuous one (ours: the L1 sensitivity of one cell)."""
+    return float(len(dom)) if dom is not None else hi - lo
+
+
+def null_fill_value(null_fill: str | float) -> float | None:
+    """LP's fill of a NULL cell (Eq. 6): None for 'uniform' (a value drawn uniformly from Gamma), else the number."""
+    if isinstance(null_fill, str) and null_fill == "uniform":
+        return None
+    try:
+        return float(null_fill)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"null_fill must be 'uniform' or a number, got {null_fill!r}") from None
+
+
+def laplace_report(eps: float, sens: float, prov: str, sampler: Any, cells: int) -> dict[str, Any]:
+    """LP's privacy report (Theorem 1): Lap(sens / eps) on each of the ``cells`` cells."""
+    return _report("laplace", eps, 0.0, "epsilon-cell LDP (each cell of a worker's full task vector, NULLs included)",
+                   "Sun et al. Theorem 1 (LP, Eq. 6-7)", sampler, scale=sens / eps, sensitivity=sens,
+                   domain_source=prov, cells=int(cells))
 
 
 # ----------------------------------------------------------------------------- RR
@@ -194,12 +225,9 @@ def randomized_response(ans: Answers, epsilon: float, sampler: Sampler, *,
     eps = check_epsilon(epsilon)
     if ans.kind == "categorical":
         assert ans.classes is not None
-        classes = ans.classes
-        if domain is not None:
-            classes = pd.Index(sorted(set(domain) | set(classes)))
+        classes, prov = rr_classes(ans.classes, domain)
         vals = classes.get_indexer(ans.classes.take(ans.val))
         dom_values: Any = classes
-        prov = "given" if domain is not None else "data (labels seen; pass domain= for a data-independent guarantee)"
     else:
         dom, _, _, prov = _numeric_domain(ans, domain, None, True, "rr")
         assert dom is not None
@@ -228,11 +256,23 @@ def randomized_response(ans: Answers, epsilon: float, sampler: Sampler, *,
         out = Answers(obj, src, val, ans.objects, ans.sources, pd.Index(dom_values), "categorical")
     else:
         out = Answers(obj, src, np.asarray(dom_values, dtype=np.float64)[val], ans.objects, ans.sources, None, "numeric")
-    rep = _report("randomized_response", eps, 0.0,
-                  "epsilon-cell LDP (each cell of a worker's full task vector, NULLs included)",
-                  "Sun et al. Eq. (8) (RR extended to NULL)", sampler, keep_probability=keep,
-                  other_probability=other, domain_size=k, domain_source=prov, answers_sent=len(val))
-    return out, rep
+    return out, rr_report(eps, k, prov, sampler, len(val))
+
+
+def rr_classes(classes: pd.Index, domain: Sequence[Any] | None) -> tuple[pd.Index, str]:
+    """RR's domain of labels (sorted): the labels seen, with the given ``domain``'s; and its provenance."""
+    if domain is None:
+        return classes, "data (labels seen; pass domain= for a data-independent guarantee)"
+    return pd.Index(sorted(set(domain) | set(classes))), "given"
+
+
+def rr_report(eps: float, k: int, prov: str, sampler: Any, sent: int) -> dict[str, Any]:
+    """RR's privacy report (Eq. 8) over a domain of ``k`` values; ``sent``: the answers sent after it."""
+    keep, other = rr_probabilities(eps, k)
+    return _report("randomized_response", eps, 0.0,
+                   "epsilon-cell LDP (each cell of a worker's full task vector, NULLs included)",
+                   "Sun et al. Eq. (8) (RR extended to NULL)", sampler, keep_probability=keep,
+                   other_probability=other, domain_size=k, domain_source=prov, answers_sent=int(sent))
 
 
 # ----------------------------------------------------------------------------- MF
@@ -251,11 +291,10 @@ def mf_perturbation(ans: Answers, epsilon: float, sampler: Sampler, *, d: int = 
     """MF (Algorithm 2): each worker solves argmin_u sum (a_ij - u.v_j)^2 + 2 u.eta + ridge |u|^2 and sends u V."""
     eps = check_epsilon(epsilon)
     dom, lo, hi, prov = _numeric_domain(ans, domain, bounds, False, "mf")
-    sens = float(len(dom)) if dom is not None else hi - lo
+    sens = sensitivity_of(dom, lo, hi)
     m, n = ans.n_sources, ans.n_objects
     if V is None:
-        if not (isinstance(d, (int, np.integer)) and d >= 1):
-            raise ArgumentError(f"mf factorization parameter d must be a positive integer, got {d!r}")
+        check_mf_d(d)
         seed = v_seed if v_seed is not None else (
             int(sampler.rng.integers(2**63)) if isinstance(sampler, ExperimentSampler) else None)
         V = task_profile_matrix(n, d, np.random.default_rng(seed))
@@ -263,8 +302,7 @@ def mf_perturbation(ans: Answers, epsilon: float, sampler: Sampler, *, d: int = 
     d = V.shape[0]
     if V.shape != (d, n) or (np.abs(V).sum(axis=0) > 1 + 1e-9).any():
         raise PrivacyError("task profile matrix V must be d × n_objects with every column 1-norm <= 1 (Theorem 4)")
-    if ridge < 0:
-        raise ArgumentError(f"ridge must be >= 0, got {ridge!r}")
+    check_ridge(ridge)
     a_ind = sp.csr_matrix((np.ones(len(ans.val)), (ans.src, ans.obj)), shape=(m, n))
     a_val = sp.csr_matrix((ans.val, (ans.src, ans.obj)), shape=(m, n))
     outer = (V.T[:, :, None] * V.T[:, None, :]).reshape(n, d * d)  # v_j v_j^T per task
@@ -277,15 +315,31 @@ def mf_perturbation(ans: Answers, epsilon: float, sampler: Sampler, *, d: int = 
     rows = max(1, block_cells // max(n, 1))
     for r0 in range(0, m, rows):
         out[r0:r0 + rows] = u[r0:r0 + rows] @ V  # M(a_i) = u_i V
+    return _dense_answers(ans, out), mf_report(eps, d, ridge, sens, prov, sampler, m * n)
+
+
+def check_mf_d(d: Any) -> None:
+    """MF's factorization parameter d (the rows of V): a positive integer."""
+    if not (isinstance(d, (int, np.integer)) and d >= 1):
+        raise ArgumentError(f"mf factorization parameter d must be a positive integer, got {d!r}")
+
+
+def check_ridge(ridge: Any) -> None:
+    """MF's ridge: >= 0."""
+    if ridge < 0:
+        raise ArgumentError(f"ridge must be >= 0, got {ridge!r}")
+
+
+def mf_report(eps: float, d: int, ridge: float, sens: float, prov: str, sampler: Any, cells: int) -> dict[str, Any]:
+    """MF's privacy report (Theorem 4): eta ~ Lap(sens / eps)^d per worker, ``cells`` cells sent."""
     # Theorem 4's proof holds the Gram matrix fixed, so it covers the value of an answered cell; whether a task was
     # answered changes the Gram matrix and the privacy loss is then unbounded (tests/algorithms/truth/test_truth_ldp.py shows it).
-    rep = _report("matrix_factorization", eps, 0.0,
-                  "epsilon-cell LDP for the value of each answered cell; which tasks were answered is not protected",
-                  "Sun et al. Theorem 4 (MF, Algorithm 2, Eq. 9-10)", sampler, d=int(d), ridge=float(ridge),
-                  laplace_scale=sens / eps, sensitivity=sens, domain_source=prov, cells=int(m * n),
-                  note="ridge keeps the argmin unique for workers with fewer than d answers; the proof of Theorem 4 "
-                       "is unchanged since the ridge term cancels between neighbouring vectors")
-    return _dense_answers(ans, out), rep
+    return _report("matrix_factorization", eps, 0.0,
+                   "epsilon-cell LDP for the value of each answered cell; which tasks were answered is not protected",
+                   "Sun et al. Theorem 4 (MF, Algorithm 2, Eq. 9-10)", sampler, d=int(d), ridge=float(ridge),
+                   laplace_scale=sens / eps, sensitivity=sens, domain_source=prov, cells=int(cells),
+                   note="ridge keeps the argmin unique for workers with fewer than d answers; the proof of Theorem 4 "
+                        "is unchanged since the ridge term cancels between neighbouring vectors")
 
 
 # ----------------------------------------------------------------------------- Gaussian (crowd-sensing paper)
@@ -338,6 +392,17 @@ def gaussian_perturbation(ans: Answers, epsilon: float, delta: float, sampler: S
     eps, dl = check_epsilon(epsilon), _check_delta(delta)
     if ans.kind != "numeric":
         raise ArgumentError("perturb='gaussian' needs numeric answers")
+    rep = gaussian_report(eps, dl, sampler, lambda1=lambda1, b=b, eta=eta, sensitivity=sensitivity, c=c)
+    var = sampler.exponential(rep["mean_noise_variance"], ans.n_sources)  # Algorithm 2 line 3: a user's secret variance
+    noisy = sampler.add_gaussian(ans.val, np.sqrt(var)[ans.src])  # Eq. (3)
+    out = Answers(ans.obj.copy(), ans.src.copy(), noisy, ans.objects, ans.sources, None, "numeric")
+    return out, rep
+
+
+def gaussian_report(eps: float, dl: float, sampler: Any, *, lambda1: float, b: float, eta: float,
+                    sensitivity: float | None, c: float | None) -> dict[str, Any]:
+    """The Gaussian perturbation's calibration (Theorem 4.8: the mean noise variance 1 / lambda2 of Algorithm 2) and
+    privacy report, from its options, checked."""
     if sensitivity is not None:
         if not sensitivity > 0:
             raise ArgumentError(f"sensitivity must be > 0, got {sensitivity!r}")
@@ -354,18 +419,14 @@ def gaussian_perturbation(ans: Answers, epsilon: float, delta: float, sampler: S
         delta_s = _gamma_s(b, eta) / lambda1  # Lemma 4.7 with the paper's choice Delta_s = gamma_s / lambda1
         theorem = "Li et al. Theorem 4.8"
     mean_var = 1.0 / lambda2
-    var = sampler.exponential(mean_var, ans.n_sources)  # Algorithm 2 line 3: each user's secret variance
-    noisy = sampler.add_gaussian(ans.val, np.sqrt(var)[ans.src])  # Eq. (3)
-    rep = _report("gaussian", eps, dl, "(epsilon, delta)-LDP per record, as claimed by the crowd-sensing paper",
-                  theorem, sampler, lambda1=float(lambda1), lambda2=lambda2, c=c_used, b=b, eta=eta,
-                  sensitivity=delta_s, mean_noise_variance=mean_var,
-                  delta_exact_mixture=gaussian_mixture_delta(eps, delta_s, mean_var),
-                  caveat="Theorem 4.8 bounds the density ratio by exp(Delta^2/(2y)), which does not hold for every "
-                         "output of a Gaussian; 'delta_exact_mixture' is the delta the analytic Gaussian mechanism "
-                         "gives at this epsilon, averaged over the exponential variance. NULL cells are not "
-                         "perturbed (only records a user sends are protected).")
-    out = Answers(ans.obj.copy(), ans.src.copy(), noisy, ans.objects, ans.sources, None, "numeric")
-    return out, rep
+    return _report("gaussian", eps, dl, "(epsilon, delta)-LDP per record, as claimed by the crowd-sensing paper",
+                   theorem, sampler, lambda1=float(lambda1), lambda2=lambda2, c=c_used, b=b, eta=eta,
+                   sensitivity=delta_s, mean_noise_variance=mean_var,
+                   delta_exact_mixture=gaussian_mixture_delta(eps, delta_s, mean_var),
+                   caveat="Theorem 4.8 bounds the density ratio by exp(Delta^2/(2y)), which does not hold for every "
+                          "output of a Gaussian; 'delta_exact_mixture' is the delta the analytic Gaussian mechanism "
+                          "gives at this epsilon, averaged over the exponential variance. NULL cells are not "
+                          "perturbed (only records a user sends are protected).")
 
 
 PERTURBATIONS = {
@@ -384,9 +445,9 @@ def perturbation_options(mechanism: str) -> tuple[str, ...]:
     return tuple(p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY)
 
 
-def perturb(ans: Answers, mechanism: str, epsilon: Any, delta: Any, sampler: Sampler,
-            **options: Any) -> tuple[Answers, dict[str, Any]]:
-    """Dispatch to a perturbation by name ('laplace', 'rr', 'mf', 'gaussian')."""
+def perturbation_key(mechanism: str, epsilon: Any, delta: Any) -> str:
+    """The perturbation's key ('laplace', 'rr', 'mf', 'gaussian') for a name, after the checks of its (epsilon,
+    delta) that do not depend on the answers."""
     key = PERTURBATIONS.get(str(mechanism).lower())
     if key is None:
         raise ArgumentError(f"unknown perturb {mechanism!r}; valid: 'laplace', 'rr', 'mf', 'gaussian'")
@@ -395,8 +456,16 @@ def perturb(ans: Answers, mechanism: str, epsilon: Any, delta: Any, sampler: Sam
     if key == "gaussian":
         if delta is None:
             raise PrivacyError("perturb='gaussian' needs delta (0 < delta < 1)")
-        return gaussian_perturbation(ans, epsilon, delta, sampler, **options)
-    if delta not in (None, 0, 0.0):
+    elif delta not in (None, 0, 0.0):
         raise PrivacyError(f"perturb={mechanism!r} is pure epsilon-LDP; delta must be omitted or 0")
+    return key
+
+
+def perturb(ans: Answers, mechanism: str, epsilon: Any, delta: Any, sampler: Sampler,
+            **options: Any) -> tuple[Answers, dict[str, Any]]:
+    """Dispatch to a perturbation by name ('laplace', 'rr', 'mf', 'gaussian')."""
+    key = perturbation_key(mechanism, epsilon, delta)
+    if key == "gaussian":
+        return gaussian_perturbation(ans, epsilon, delta, sampler, **options)
     fn = {"laplace": laplace_perturbation, "rr": randomized_response, "mf": mf_perturbation}[key]
     return fn(ans, epsilon, sampler, **options)

@@ -245,9 +245,9 @@ def test_refused_requests(spark):
     import crowddb.spark as cs
 
     sdf = _spark_frame(spark, SMALL)
-    for kw in ({"perturb": "laplace", "epsilon": 1.0}, {"epsilon": 1.0}):
-        with pytest.raises(ArgumentError, match=r"local DP is not implemented on Spark.*crowddb\.truth\.discover"):
-            cs.truth_discover(sdf, **kw)
+    # local DP runs on Spark from a seeded hash stream only (tests/spark/test_spark_ldp.py): secure noise is local
+    with pytest.raises(ArgumentError, match=r"needs seed= a non-negative integer, got None.*crowddb\.truth\.discover"):
+        cs.truth_discover(sdf, perturb="laplace", epsilon=1.0)
     with pytest.raises(ArgumentError, match="'glad' is not available on Spark.*crowddb.truth.discover"):
         cs.truth_discover(sdf, method="glad")
     with pytest.raises(ArgumentError, match="tie='random' is not available on Spark"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,14 +33,12 @@ from .base import (
 )
 
 
-def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
-                  ) -> TableResult:
-    """PRIVATE_SYNTH(input, object :=, source :=, value :=, m := 30, k := 5, gamma := 4.0, epsilon0 := 1.0, ...)."""
-    from ...synth import synthesize
+def synth_params() -> dict[str, Param]:
+    """PRIVATE_SYNTH's named arguments (crowddb/spark/sql.py binds PRIVATE_SYNTH(spark.<name>, ...) with them)."""
     from ...synth.accounting import COMPOSITION_DELTA
     from ...synth.weights import HAMPEL_QUANTILES
 
-    args = bind("PRIVATE_SYNTH", named, {
+    return {
         "object": Param(str, REQUIRED), "source": Param(str, REQUIRED), "value": Param(str, REQUIRED),
         "m": Param(int, 30), "k": Param(int, 5), "gamma": Param(NUMBER, 4.0), "epsilon0": Param(NUMBER, 1.0),
         "method": Param(str, "priscrowd"), "weights": Param(str, "combined"), "bandwidth": Param(NUMBER, None),
@@ -47,7 +46,15 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
         "max_attempts": Param(int, None), "seed": SEED, "resolution": Param(NUMBER, None),
         "weight_floor": Param(NUMBER, 0.1), "sensitivity": Param(NUMBER, None), "privacy_test": Param(bool, True),
         "hampel_quantiles": Param(list, list(HAMPEL_QUANTILES)), "hampel_center": Param(str, "median"),
-        "global_loss": Param(str, "sum"), "composition_delta": Param(NUMBER, COMPOSITION_DELTA)})
+        "global_loss": Param(str, "sum"), "composition_delta": Param(NUMBER, COMPOSITION_DELTA)}
+
+
+def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any], roles: TableRoles
+                  ) -> TableResult:
+    """PRIVATE_SYNTH(input, object :=, source :=, value :=, m := 30, k := 5, gamma := 4.0, epsilon0 := 1.0, ...)."""
+    from ...synth import synthesize
+
+    args = bind("PRIVATE_SYNTH", named, synth_params())
     frame = _read_columns("PRIVATE_SYNTH", rows, {r: args[r] for r in _CLAIM_ROLES})
     values = frame[args["value"]]
     if not pd.api.types.is_numeric_dtype(values):
@@ -57,16 +64,29 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
     if bad.any():  # checked here for the SQL hint; synthesize() says it in Python terms
         raise ArgumentError(f"PRIVATE_SYNTH: {int(bad.sum())} claim value(s) are NaN or infinite; filter them first "
                             f"(e.g. {_where(args['value'], 'isfinite')})")
-    options = {k: v for k, v in args.items() if k not in ("object", "source", "value", "seed")}
+    options = synth_options(args)
     # what the epsilon budget charges (the planner declared and checked this very figure before any noise is drawn:
     # the same function of the same arguments and frozen input), so the release logs what was charged (issue 24)
     charge = private_synth_charge(rows, named)
     with _named("PRIVATE_SYNTH"):
         result = synthesize(frame[args["object"]].to_numpy(), frame[args["source"]].to_numpy(), x,
                             seed=_seed(ctx, args["seed"]), **options)
-    summary = dict(result.summary)
-    if not len(result.rows):
-        warnings.warn(_nothing_synthesized(result.report, args), CrowdDBWarning, stacklevel=2)
+    report, release = synth_release(args, result.summary, result.report, len(result.rows), charge)
+    return TableResult(result.rows[["object", "value"]].reset_index(drop=True), report, release)
+
+
+def synth_options(args: dict[str, Any]) -> dict[str, Any]:
+    """The bound arguments that are synthesize()'s options (all but the columns and the seed)."""
+    return {k: v for k, v in args.items() if k not in ("object", "source", "value", "seed")}
+
+
+def synth_release(args: dict[str, Any], summary: dict[str, Any], table: pd.DataFrame, n_rows: int,
+                  charge: privacy.Charge | None) -> tuple[dict[str, Any], ReleaseEntry]:
+    """PRIVATE_SYNTH's report and release (what is logged: the charged figures, per object the report's ``table``)
+    from a synthesis' summary, per-object report and number of rows; warns when no row was released."""
+    summary = dict(summary)
+    if not n_rows:
+        warnings.warn(_nothing_synthesized(table, args), CrowdDBWarning, stacklevel=3)
     epsilon, delta = summary.get("epsilon_release"), summary.get("delta_release")
     if charge is not None:
         # the worst case over max_attempts candidates per object, summed over a source's objects: the realized
@@ -80,16 +100,16 @@ def private_synth(ctx: OperatorContext, rows: TableInput, named: dict[str, Any],
                                 "records this figure)")
     figures = {k: v for k, v in summary.items() if k != "parameters"}
     report = {"operator": "PRIVATE_SYNTH", **figures, "guarantee": summary.get("guarantee", summary.get("scope")),
-              "table": result.report.drop(columns=["bandwidth"], errors="ignore")}
-    log = result.report[["object", "n_claims", "released", "rows", "reached_m", "tried", "rejected", "epsilon",
-                         "delta", "guarantee_holds", "reason"]].assign(object=lambda d: d["object"].astype(str))
+              "table": table.drop(columns=["bandwidth"], errors="ignore")}
+    log = table[["object", "n_claims", "released", "rows", "reached_m", "tried", "rejected", "epsilon",
+                 "delta", "guarantee_holds", "reason"]].assign(object=lambda d: d["object"].astype(str))
     metrics = dict(figures)
     if charge is not None:  # per source, exactly as the ledger's charge rows hold them
         metrics["charged_per_source"] = {str(u): [float(e), float(d)] for u, e, d in zip(
             charge.per_unit["unit_id"], charge.per_unit["epsilon"], charge.per_unit["delta"])}
-    release = ReleaseEntry("synthesis", str(summary.get("method")), args["k"], epsilon, delta, options, metrics,
-                           objects=log)
-    return TableResult(result.rows[["object", "value"]].reset_index(drop=True), report, release)
+    release = ReleaseEntry("synthesis", str(summary.get("method")), args["k"], epsilon, delta, synth_options(args),
+                           metrics, objects=log)
+    return report, release
 
 
 def _nothing_synthesized(report: pd.DataFrame, args: dict[str, Any]) -> str:
@@ -114,16 +134,28 @@ def private_synth_charge(rows: TableInput, named: dict[str, Any]) -> privacy.Cha
     of the objects it has claims on (the accounting's rule). 'basic' (Laplace): epsilon per claim, n claims n
     epsilon. No guarantee (weight_floor 0, privacy_test false, small_objects 'release', k < 2): an infinite charge,
     refused under any budget. No rho: (epsilon, delta)-DP only."""
-    from ...synth.accounting import COMPOSITION_DELTA, compose
-
     src, obj = named.get("source"), named.get("object")
     counts = _source_counts(rows, src)
     if counts is None or not isinstance(obj, str) or obj not in rows.columns:
         return None
+    return synth_charge(named, lambda: counts,
+                        lambda figures: _per_source(rows.df([obj, src]), obj, src, figures))
+
+
+def synth_charge(named: dict[str, Any], source_counts: Callable[[], pd.Series | None],
+                 per_source: Callable[[Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]], pd.DataFrame]
+                 ) -> privacy.Charge | None:
+    """``private_synth_charge`` from the claims per source (``source_counts()``, for 'basic': keyed by the source's
+    text) or, for PrisCrowd, ``per_source(figures)``: per source (unit_id, epsilon, delta) summed over the distinct
+    objects it has claims on of ``figures(|D_i|)``, the object's worst-case (epsilon, delta) as a function of its
+    claim count. crowddb/spark/synth.py computes both in Spark for a Spark table."""
+    from ...synth.accounting import COMPOSITION_DELTA, compose
+
     method = named.get("method", "priscrowd")
     if method == "basic":
         epsilon = _number(named.get("epsilon", 1.0))
-        if epsilon is None or epsilon <= 0:
+        counts = source_counts()
+        if epsilon is None or epsilon <= 0 or counts is None:
             return None
         n = counts.to_numpy(dtype=float)
         per_unit = pd.DataFrame({"unit_id": counts.index.astype(str), "epsilon": n * epsilon, "delta": 0.0,
@@ -138,14 +170,13 @@ def private_synth_charge(rows: TableInput, named: dict[str, Any]) -> privacy.Cha
         return None
     attempts = int(attempts) if isinstance(attempts, int) else 200 * m
     delta_prime = _number(named.get("composition_delta", COMPOSITION_DELTA)) or COMPOSITION_DELTA
-    frame = rows.df([obj, src])
-    claims = frame.groupby(obj, sort=False)[src].transform("size").to_numpy()  # |D_i| of each claim's object
     guaranteed = (k >= 2 and floor > 0 and named.get("privacy_test", True) is not False
                   and named.get("small_objects", "withhold") != "release")
-    if not guaranteed:
-        per_claim = np.full(len(frame), np.inf)
-        dl_claim = np.full(len(frame), np.inf)
-    else:
+
+    def figures(claims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The worst-case (epsilon, delta) of an object with ``claims`` claims (elementwise)."""
+        if not guaranteed:
+            return np.full(len(claims), np.inf), np.full(len(claims), np.inf)
         ratio = 1.0 / floor
         t0 = t if t is not None else 1
         if target is not None and t is None:  # the least t meeting the target at the bounded ratio (or k - 1)
@@ -155,18 +186,25 @@ def private_synth_charge(rows: TableInput, named: dict[str, Any]) -> privacy.Cha
         if target is not None:
             eps1 = min(eps1, target)
         dl1 = claims * math.exp(-eps0 * (k - t0))
-        figures = compose(np.full(len(frame), eps1), dl1, np.full(len(frame), attempts), delta_prime)
+        composed = compose(np.full(len(claims), eps1), dl1, np.full(len(claims), attempts), delta_prime)
         ran = claims >= k  # smaller objects are withheld: they spend nothing
-        per_claim = np.where(ran, figures["epsilon"], 0.0)
-        dl_claim = np.where(ran, figures["delta"], 0.0)
-    # one figure per (source, object): a source's several claims on one object are one object's release
-    pairs = pd.DataFrame({"unit_id": frame[src].astype(str).to_numpy(), "object": frame[obj].astype(str).to_numpy(),
-                          "epsilon": per_claim, "delta": dl_claim}).drop_duplicates(["unit_id", "object"])
-    per_unit = pairs.groupby("unit_id", sort=False)[["epsilon", "delta"]].sum().reset_index().assign(rho=np.nan)
+        return np.where(ran, composed["epsilon"], 0.0), np.where(ran, composed["delta"], 0.0)
+
+    per_unit = per_source(figures).assign(rho=np.nan)
     return privacy.Charge("PRIVATE_SYNTH", "source", per_unit,
                           f"PrisCrowd worst case: Theorem 2 bound composed over max_attempts={attempts} candidates "
                           "per object, summed over the source's objects")
 
+
+def _per_source(frame: pd.DataFrame, obj: str, src: str,
+                figures: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
+    """Per source (in order of first appearance) the sum of ``figures`` over the distinct objects it claims on."""
+    claims = frame.groupby(obj, sort=False)[src].transform("size").to_numpy()  # |D_i| of each claim's object
+    per_claim, dl_claim = figures(claims)
+    # one figure per (source, object): a source's several claims on one object are one object's release
+    pairs = pd.DataFrame({"unit_id": frame[src].astype(str).to_numpy(), "object": frame[obj].astype(str).to_numpy(),
+                          "epsilon": per_claim, "delta": dl_claim}).drop_duplicates(["unit_id", "object"])
+    return pairs.groupby("unit_id", sort=False)[["epsilon", "delta"]].sum().reset_index()
 
 
 SPEC = TableFunctionSpec("private_synth", private_synth, reads=_claim_columns, charge=private_synth_charge)

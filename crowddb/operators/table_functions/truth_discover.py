@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -48,9 +49,7 @@ def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any]
     if args["output"] not in ("objects", "sources"):
         raise ArgumentError(f"TRUTH_DISCOVER: output must be 'objects' or 'sources', got {args['output']!r}")
     # checked here, not left to discover(), whose messages suggest Python's perturb=... and dropna=True
-    if args["perturb"] is None and (args["epsilon"] is not None or args["delta"] is not None):
-        raise PrivacyError("TRUTH_DISCOVER: epsilon/delta were given but no perturb mechanism; pass "
-                           "perturb := 'laplace'|'rr'|'mf'|'gaussian'")
+    check_privacy_arguments(args)
     frame = _read_columns("TRUTH_DISCOVER", rows, {r: args[r] for r in _CLAIM_ROLES})
     nulls = frame[args["value"]].isna()
     if nulls.any():
@@ -62,18 +61,33 @@ def truth_discover(ctx: OperatorContext, rows: TableInput, named: dict[str, Any]
                           method=args["method"], perturb=args["perturb"], epsilon=args["epsilon"],
                           delta=args["delta"], seed=_seed(ctx, args["seed"]), tol=args["tol"],
                           max_iter=args["max_iter"], options=options)
-    report = {"operator": "TRUTH_DISCOVER", "method": result.method, "iterations": result.n_iter,
-              "objects": len(result.objects), "sources": len(result.sources)}
-    release = None
-    if result.privacy:
-        report.update(result.privacy)
-        release = ReleaseEntry("perturbation", str(result.privacy.get("mechanism")), None,
-                               result.privacy.get("epsilon"), result.privacy.get("delta"),
-                               {**{k: v for k, v in args.items() if k != "seed"}, **options}, dict(report))
+    report, release = truth_release(args, options, result.method, result.n_iter, len(result.objects),
+                                    len(result.sources), result.privacy)
     out = result.objects if args["output"] == "objects" else result.sources
     if result.privacy:  # the privacy parameters travel next to the result
         out = out.assign(epsilon=result.privacy.get("epsilon"), delta=result.privacy.get("delta"))
     return TableResult(out.reset_index(drop=True), report, release)
+
+
+def check_privacy_arguments(args: Mapping[str, Any]) -> None:
+    """TRUTH_DISCOVER's (bound) arguments: epsilon or delta without perturb is refused, in SQL's words."""
+    if args["perturb"] is None and (args["epsilon"] is not None or args["delta"] is not None):
+        raise PrivacyError("TRUTH_DISCOVER: epsilon/delta were given but no perturb mechanism; pass "
+                           "perturb := 'laplace'|'rr'|'mf'|'gaussian'")
+
+
+def truth_release(args: Mapping[str, Any], options: Mapping[str, Any], method: str, n_iter: int, n_objects: int,
+                  n_sources: int, privacy_report: dict[str, Any] | None) -> tuple[dict[str, Any], ReleaseEntry | None]:
+    """TRUTH_DISCOVER's report and, when it perturbed (``privacy_report``), the release to record: its arguments
+    (the seed left out) and options as parameters, the report as metrics."""
+    report = {"operator": "TRUTH_DISCOVER", "method": method, "iterations": n_iter, "objects": n_objects,
+              "sources": n_sources}
+    if not privacy_report:
+        return report, None
+    report.update(privacy_report)
+    return report, ReleaseEntry("perturbation", str(privacy_report.get("mechanism")), None,
+                                privacy_report.get("epsilon"), privacy_report.get("delta"),
+                                {**{k: v for k, v in args.items() if k != "seed"}, **options}, dict(report))
 
 
 def truth_discover_charge(rows: TableInput, named: dict[str, Any]) -> privacy.Charge | None:
@@ -83,11 +97,20 @@ def truth_discover_charge(rows: TableInput, named: dict[str, Any]) -> privacy.Ch
     epsilon-LDP ('laplace', 'rr', 'mf') epsilon^2 / 2 (Bun & Steinke 2016, Proposition 1.4, via OpenDP); 'gaussian':
     ``privacy.gaussian_rho`` (the classic calibration's rho), n times per source (Bun & Steinke Lemma 2.3). Seeded
     calls are charged like any other."""
+    return perturbation_charge(named, lambda: _source_counts(rows, named.get("source")))
+
+
+def perturbation_charge(named: Mapping[str, Any], source_counts: Callable[[], pd.Series | None]
+                        ) -> privacy.Charge | None:
+    """``truth_discover_charge`` from the answers per source, ``source_counts()`` (keyed by the source's text, in
+    order of first appearance; asked only when the arguments ask for a charge): what crowddb/spark/sql.py charges for
+    a Spark table, whose answers it counts in Spark. None when the arguments ask for no charge, or are bad (the
+    function itself then says what is wrong)."""
     perturb, epsilon = named.get("perturb"), _number(named.get("epsilon"))
     if not isinstance(perturb, str) or epsilon is None or epsilon <= 0:
         return None
     delta = _number(named.get("delta")) or 0.0
-    counts = _source_counts(rows, named.get("source"))
+    counts = source_counts()
     if counts is None:
         return None
     gaussian = perturb.lower() == "gaussian"
