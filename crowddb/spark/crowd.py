@@ -174,6 +174,7 @@ def ask(db: Any, spark: SparkSession, human: HumanCall, checked: exp.Select, tab
     # in the key's order: the HITs a seed splits the rows into do not depend on Spark's partitions
     arrow = released.select(*shown).orderBy(key).withColumnRenamed(key, _KEY).toArrow()
     answers = _asked(db, human, arrow, truth, roles.get("core") or [], domain)
+    _describe(db, human, ledger_name, roles)
     view = f"__crowd_spark_answers_{uuid.uuid4().hex[:12]}"
     spark.createDataFrame(answers).createOrReplaceTempView(view)
     return _joined(human, checked, view, key, [c for c in answers.column_names if c != _KEY]), view
@@ -200,6 +201,25 @@ def _asked(db: Any, human: HumanCall, arrow: pa.Table, truth: str | None, core: 
         con.execute(f'DROP TABLE IF EXISTS "{local}"').fetchall()
     keys = arrow.column(_KEY).take(got.column("__crowd_row"))
     return pa.table({_KEY: keys, **{c: got.column(c) for c in got.column_names if c != "__crowd_row"}})
+
+
+def _describe(db: Any, human: HumanCall, ledger_name: str, roles: dict[str, Any]) -> None:
+    """``db.last_plan`` as the user reads it: the local run's operator rows say what the Spark release promised (its
+    k, Mondrian on Spark, the release on record) and what was withheld, by the Spark table's names, not the driver's
+    temp table's."""
+    plan = db.last_plan
+    if plan is None:
+        return
+    number = int(ledger.releases(db, ledger_name)["release_no"].max())
+    table = f"spark.{human.table}"
+    key, truth = roles["key"], roles.get("ground_truth")
+    withheld = {key: f"key {table}.{key}"}
+    if truth is not None:
+        withheld[truth] = f"ground truth {table}.{truth}"
+    withheld.update({c: f"sensitive {table}.{c}; it never left Spark" for c in roles["sensitive"] if c != truth})
+    for op in plan.operators:
+        op.k, op.anonymizer, op.ncp = human.k, f"mondrian on Spark (release {number} of spark:{ledger_name})", None
+        op.withheld = withheld
 
 
 def _joined(human: HumanCall, checked: exp.Select, view: str, key: str, answers: list[str]) -> exp.Select:

@@ -84,6 +84,11 @@ def test_a_human_operator_asks_about_the_spark_release_and_joins_the_answers_bac
     # nothing protected reached a HIT: no key, no occupation, and no raw age a row asked about has alone
     assert "id" not in items.columns and "occupation" not in items.columns
     assert not set(items.workclass) - set(asked.workclass)
+    # what the run says it did: the Spark release's promise, what was withheld, by the Spark table's names
+    plan = db.last_plan.operators[0]
+    assert (plan.k, plan.anonymizer, plan.input_rows) == (10, "mondrian on Spark (release 1 of spark:people)",
+                                                          len(asked))
+    assert plan.withheld == {"id": "key spark.people.id", "occupation": "ground truth spark.people.occupation"}
     # on record: one release of the Spark table (before anything was published), and what was paid
     assert cs.releases(db, "people")[["release_no", "k", "status"]].values.tolist() == [[1, 10, "completed"]]
     before = payments(db)
@@ -172,3 +177,17 @@ def test_the_roles_a_crowd_needs_are_checked_when_declared(spark, people, db):  
                                                 "ground_truth": "occupation", **roles})
     assert db.roles("spark:people")["core"] == CORE  # the declared roles stay as they were
     assert db.roles("spark:people")["ground_truth"] == "occupation"
+
+
+def test_an_accuracy_target_over_a_spark_table(spark, people, db):  # noqa: F811
+    """accuracy := ... runs its rounds from the driver as locally; the answer's confidence follows it on Spark."""
+    got = db.sql("SELECT c.workclass, getposition(*, k := 10, accuracy := 0.9, max_assignments := 5) AS job "
+                 "FROM spark.people c WHERE c.hours_per_week >= 40")
+    assert got.columns == ["workclass", "job", "job_confidence"]
+    result = got.toPandas()
+    report = db.last_report[-1]
+    assert report["kind"] == "accuracy target" and report["items"] == len(result) == (people.hours_per_week >= 40).sum()
+    answered = db.sql("SELECT count(*) FROM crowddb_answers").fetchall()[0][0]
+    assert report["bought"] == answered and report["rounds"] >= 2  # a first run measures the crowd in round 2
+    assert result.job_confidence.between(0, 1).all()
+    assert abs(result.job_confidence.mean() - report["mean_confidence"]) < 1e-6
