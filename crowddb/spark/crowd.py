@@ -25,6 +25,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from crowddb import _sql
+from crowddb._duck import registered
 from crowddb._sql import DIALECT, identifier
 from crowddb.errors import ArgumentError, PrivacyError
 from crowddb.query.plan import split_arguments
@@ -60,7 +62,7 @@ class HumanCall:
         guarded as any statement on Spark, and the answers take the literal's place afterwards."""
         out = statement.copy()
         for node in out.find_all(exp.Anonymous):
-            if node.name == self.node.name and node == self.node:
+            if node == self.node:
                 node.replace(exp.Literal.string(self.sentinel))
                 break
         return out
@@ -185,12 +187,9 @@ def _asked(db: Any, human: HumanCall, arrow: pa.Table, truth: str | None, core: 
     """The crowd's answers about the released rows (a local temp table, its roles declared for the run, dropped
     after): (key, answer[, confidence]) per row."""
     local = f"__crowd_spark_rows_{uuid.uuid4().hex[:12]}"
-    con = db.con
-    con.register(f"{local}_arrow", arrow)
-    try:
-        con.execute(f'CREATE TEMP TABLE "{local}" AS SELECT * FROM "{local}_arrow"').fetchall()
-    finally:
-        con.unregister(f"{local}_arrow")
+    con, name = db.con, _sql.table(local).sql(DIALECT)
+    with registered(con, **{f"{local}_arrow": arrow}):
+        con.execute(f"CREATE TEMP TABLE {name} AS {_sql.select_all(f'{local}_arrow').sql(DIALECT)}").fetchall()
     try:
         if truth is not None and truth not in arrow.column_names:
             raise PrivacyError(f"{human.node.name}: the ground truth {truth!r} is not in the release")
@@ -198,7 +197,7 @@ def _asked(db: Any, human: HumanCall, arrow: pa.Table, truth: str | None, core: 
         got = db.sql(_local_call(human, local, domain).sql(DIALECT)).to_arrow_table()
     finally:
         db.declare_roles(local)  # no roles: the catalog forgets the temp table
-        con.execute(f'DROP TABLE IF EXISTS "{local}"').fetchall()
+        con.execute(f"DROP TABLE IF EXISTS {name}").fetchall()
     keys = arrow.column(_KEY).take(got.column("__crowd_row"))
     return pa.table({_KEY: keys, **{c: got.column(c) for c in got.column_names if c != "__crowd_row"}})
 

@@ -392,14 +392,11 @@ def guard(statement: exp.Expression, tables: dict[str, DataFrame], declared: dic
                            "it is not run on Spark")
     for call in calls:  # a table function's own reads (ANONYMIZE reads its table: that is the release)
         protected = _protected(declared.get(call.table))
-        if call.kind == "truth_discover":
-            read = [call.args[r] for r in ("object", "source", "value")]
-            bad = [c for c in read if c.lower() in protected]
+        if call.kind in ("truth_discover", "private_synth"):  # both read an object, a source and a value
+            bad = [c for c in (call.args[r] for r in ("object", "source", "value")) if c.lower() in protected]
             if bad:
-                raise PrivacyError(f"TRUTH_DISCOVER(spark.{call.table}) reads {bad}, protected columns of "
+                raise PrivacyError(f"{call.kind.upper()}(spark.{call.table}) reads {bad}, protected columns of "
                                    f"spark.{call.table}; " + readable.format(t=call.table))
-        if call.kind == "private_synth":
-            synth.refuse_protected(call.table, call.args, protected, readable.format(t=call.table))
     return checked
 
 
@@ -457,20 +454,35 @@ def _refuse_budget_copies(db: Any, spark: SparkSession, name: str, table: DataFr
                 f"the same sources spend twice. Read spark.{other.name} itself. Nothing was computed or charged")
 
 
-def _truth_charge(db: Any, spark: SparkSession, call: _Call, table: DataFrame) -> tuple[str, privacy.Charge] | None:
+def _truth_charge(db: Any, call: _Call, table: DataFrame) -> tuple[str, privacy.Charge] | None:
     """(budget key, charge) of a TRUTH_DISCOVER with ``perturb :=`` on Spark: the local charge (``perturbation_charge``,
     the arithmetic of truth_discover_charge: per source, its answers times (epsilon, delta, rho)) from the Spark
     table's answers per source, charged to ``budget_key`` and checked before anything runs, as the local planner
     checks it (refused inside BEGIN ... COMMIT; PrivacyBudgetError when it would overspend: nothing ran or was
     recorded). None when the arguments ask for no charge (or are bad: truth_discover then says what is wrong)."""
     charge = perturbation_charge(call.args, lambda: _source_counts(table, call.args["source"]))
-    if charge is None:
-        return None
+    return None if charge is None else checked_charge(db, call.table, table, charge, "TRUTH_DISCOVER")
+
+
+def checked_charge(db: Any, name: str, table: DataFrame, charge: privacy.Charge, operator: str
+                   ) -> tuple[str, privacy.Charge]:
+    """(budget key, charge) of a DP release of the Spark table ``name`` by ``operator``, checked before anything
+    runs as the local planner checks it: refused inside BEGIN ... COMMIT, when a copy of the table has acts of its
+    own (``_refuse_budget_copies``), and (PrivacyBudgetError) when it would overspend ``spark:<name>``'s budget."""
     privacy.refuse_in_transaction(db.con, charge.operator)
-    _refuse_budget_copies(db, spark, call.table, table)
-    key = budget_key(db, call.table)
+    _refuse_budget_copies(db, table.sparkSession, name, table, operator)
+    key = budget_key(db, name)
     privacy.check(db.con, [key], charge)
     return key, charge
+
+
+def log_charged(db: Any, charged: tuple[str, privacy.Charge], release: Any) -> None:
+    """A DP release of a Spark table (a ``ReleaseEntry``) and its charge, in one transaction that checks the budget
+    again, as the local planner writes them (``Store.log_charged_release``)."""
+    key, charge = charged
+    Store(db.con).log_charged_release(tables=[key], charge=charge, kind=release.kind, method=release.method,
+                                      k=release.k, epsilon=release.epsilon, delta=release.delta,
+                                      params=release.params, metrics=release.metrics, objects=release.objects)
 
 
 def _record_charge(db: Any, call: _Call, result: Any, charged: tuple[str, privacy.Charge] | None) -> None:
@@ -483,10 +495,7 @@ def _record_charge(db: Any, call: _Call, result: Any, charged: tuple[str, privac
                            "nothing was recorded")
     _, release = truth_release(call.args, call.options, result.method, result.n_iter, result.objects.count(),
                                result.sources.count(), result.privacy)
-    key, charge = charged
-    Store(db.con).log_charged_release(tables=[key], charge=charge, kind=release.kind, method=release.method,
-                                      k=release.k, epsilon=release.epsilon, delta=release.delta,
-                                      params=release.params, metrics=release.metrics, objects=release.objects)
+    log_charged(db, charged, release)
 
 
 # ------------------------------------------------------------------------------------------ running it
@@ -634,7 +643,7 @@ def run_on_spark(db: Any, statements: list[exp.Expression], params: Any = None) 
     text = _spark_text(checked)
     _user_functions(spark, text)
     # the budget is checked before anything runs; the charge is recorded once Spark has accepted the statement
-    charged = _truth_charge(db, spark, perturbed[0], tables[perturbed[0].table]) if perturbed else None
+    charged = _truth_charge(db, perturbed[0], tables[perturbed[0].table]) if perturbed else None
     synth_charged = synth.sql_charge(db, synths[0].table, tables[synths[0].table], synths[0].args) if synths else None
     views, results = [], {}
     if human is not None:  # the crowd is asked first; its answers are a view the statement joins by the key

@@ -59,7 +59,6 @@ from crowddb.arguments import bind
 from crowddb.errors import ArgumentError, EmptyInputError, PrivacyError, UnknownColumnError
 from crowddb.operators.table_functions.base import _named
 from crowddb.operators.table_functions.private_synth import synth_charge, synth_options, synth_params, synth_release
-from crowddb.store import Store, privacy
 from crowddb.synth import api
 from crowddb.synth.accounting import COMPOSITION_DELTA
 from crowddb.synth.kde import decimal_resolution
@@ -403,11 +402,7 @@ def sql_charge(db: Any, name: str, table: DataFrame, args: dict[str, Any]) -> tu
     if charge is None:  # the arguments were checked (bind_sql): fail closed on a release without a charge
         raise PrivacyError("PRIVATE_SYNTH: internal error: a DP release whose charge could not be declared; "
                            "nothing ran or was recorded")
-    privacy.refuse_in_transaction(db.con, charge.operator)
-    sql._refuse_budget_copies(db, table.sparkSession, name, table, "PRIVATE_SYNTH")
-    key = sql.budget_key(db, name)
-    privacy.check(db.con, [key], charge)
-    return key, charge
+    return sql.checked_charge(db, name, table, charge, "PRIVATE_SYNTH")
 
 
 def run_sql(table: DataFrame, args: dict[str, Any]) -> SparkSynthResult:
@@ -423,17 +418,8 @@ def record_sql(db: Any, args: dict[str, Any], result: SparkSynthResult, charged:
     records PRIVATE_SYNTH (``Store.log_charged_release``; the release as ``private_synth.synth_release`` words it).
     The per-object log (crowddb_synth_objects, one row per object) is written as locally, so the report reaches the
     driver here, once the statement has been accepted; warns as locally when no row was released."""
-    key, charge = charged
+    from crowddb.spark import sql  # (sql.py imports this module)
+
     table = result.report.toPandas().sort_values("object", kind="stable").reset_index(drop=True)
-    _, release = synth_release(args, result.summary, table, result.summary["rows"], charge)
-    Store(db.con).log_charged_release(tables=[key], charge=charge, kind=release.kind, method=release.method,
-                                      k=release.k, epsilon=release.epsilon, delta=release.delta,
-                                      params=release.params, metrics=release.metrics, objects=release.objects)
-
-
-def refuse_protected(name: str, args: dict[str, Any], protected: Mapping[str, str], hint: str) -> None:
-    """PrivacyError when PRIVATE_SYNTH(spark.<name>, ...) would read a protected column of a declared table (its
-    object, source or value; the guard of crowddb/spark/sql.py)."""
-    bad = [args[r] for r in ("object", "source", "value") if args[r].lower() in protected]
-    if bad:
-        raise PrivacyError(f"PRIVATE_SYNTH(spark.{name}) reads {bad}, protected columns of spark.{name}; {hint}")
+    _, release = synth_release(args, result.summary, table, result.summary["rows"], charged[1])
+    sql.log_charged(db, charged, release)
