@@ -10,9 +10,10 @@ Paths, each timed in the same run (the fastest of --repeats):
 - spark: spark.read.parquet, crowddb.spark.anonymize, the release counted per class by Spark (the count is part of
   the time: it makes Spark run every stage). Peak memory: the summed RSS of this process and its children (the
   JVM, which holds the driver and the local[2] executors, and the Python workers), sampled every 0.2 s.
-- local: SELECT count(*) FROM ANONYMIZE(...) through crowddb's DuckDB path in a child process (the frame is read
-  from the Parquet file and loaded first; only the query is timed). Peak memory: the child's peak RSS; the child is
-  killed once its RSS passes --local-cap-gb (reported as out of memory). Sizes above --local-max-rows are skipped:
+- local: SELECT count(*) FROM ANONYMIZE(...) through crowddb's DuckDB path in a child process (the Parquet file is
+  loaded first into an in-memory DuckDB table by read_parquet, as a user with the file would; only the query is
+  timed). Peak memory: the child's peak RSS, and beside it the loaded table's RSS and the query's own peak above
+  it; the child is killed once its RSS passes --local-cap-gb (reported as out of memory). Sizes above --local-max-rows are skipped:
   10M rows peaked at 13.3 GB before, so 50M would run the shared machine out of memory.
 The local runs go first, before Spark's JVM exists, so the two never hold memory at the same time. The first Spark
 call also starts the JVM and the Python workers: a warm-up call on 50,000 rows is not timed.
@@ -120,18 +121,23 @@ class PeakRSS:
 
 
 def local_child(path: str, k: int) -> None:
-    """In the child process: the DuckDB path on the Parquet file; prints seconds, classes, smallest class as JSON."""
+    """In the child process: the DuckDB path on the Parquet file, loaded as a user with a Parquet file would
+    (DuckDB's read_parquet into an in-memory table); prints seconds, classes, smallest class, the RSS once the
+    table is loaded and the query's own peak above it, as JSON."""
     import crowddb
 
     db = crowddb.connect(seed=1, progress=False)
-    db.load_frame("big", pq.read_table(path).to_pandas())
+    db.execute("CREATE TABLE big AS SELECT * FROM read_parquet(?)", [path]).fetchall()
     sql = (f"SELECT count(*) FROM ANONYMIZE(big, k := {k}, method := 'mondrian', "
            f"quasi_identifiers := [{', '.join(repr(q) for q in QIS)}])")
-    t = time.perf_counter()
-    db.sql(sql).fetchall()
-    seconds = time.perf_counter() - t
+    loaded = _rss(os.getpid())
+    with PeakRSS(os.getpid(), every=0.1) as mem:
+        t = time.perf_counter()
+        db.sql(sql).fetchall()
+        seconds = time.perf_counter() - t
     report = db.last_report[0]
-    print(json.dumps({"seconds": seconds, "classes": report.get("n_groups"), "smallest": report["min_group_size"]}))
+    print(json.dumps({"seconds": seconds, "classes": report.get("n_groups"), "smallest": report["min_group_size"],
+                      "loaded": loaded, "query": max(mem.peak - loaded, 0)}))
 
 
 def local_run(path: str, k: int, cap: int) -> dict:
@@ -203,6 +209,7 @@ def main() -> None:
     ap.add_argument("--local-max-rows", type=int, default=10_000_000, help="skip the local path above this")
     ap.add_argument("--local-cap-gb", type=float, default=14.0, help="kill the local path's child above this RSS")
     ap.add_argument("--data", default=None, help="directory for the Parquet inputs (kept; else a temporary one)")
+    ap.add_argument("--local-only", action="store_true", help="time the local path alone (no Spark)")
     ap.add_argument("--local-child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.local_child:
@@ -227,13 +234,14 @@ def main() -> None:
             else:
                 local[n] = min((local_run(paths[n], args.k, int(args.local_cap_gb * 2**30))
                                 for _ in range(args.repeats)), key=lambda r: r["seconds"] or float("inf"))
-        spark = spark_session(args.driver_memory, args.shuffle_partitions)
-        spark_run(spark.read.parquet(paths[args.rows[0]]).limit(50_000), args.k, parts)  # warm-up
         results = {}
-        for n in args.rows:
-            df = spark.read.parquet(paths[n])
-            results[n] = best_of(args.repeats, lambda df=df: spark_run(df, args.k, parts))
-        spark.stop()
+        if not args.local_only:
+            spark = spark_session(args.driver_memory, args.shuffle_partitions)
+            spark_run(spark.read.parquet(paths[args.rows[0]]).limit(50_000), args.k, parts)  # warm-up
+            for n in args.rows:
+                df = spark.read.parquet(paths[n])
+                results[n] = best_of(args.repeats, lambda df=df: spark_run(df, args.k, parts))
+            spark.stop()
     print(f"Adult resampled, 8 QIs, k={args.k}, best of {args.repeats}; Spark local[2], spark.driver.memory="
           f"{args.driver_memory}, spark.sql.shuffle.partitions={args.shuffle_partitions}, max_partition_rows="
           f"{parts:,}; local = SQL ANONYMIZE (DuckDB path) in a child capped at {args.local_cap_gb:g} GB")
@@ -242,17 +250,21 @@ def main() -> None:
     print(head)
     print("-" * len(head))
     for n in args.rows:
-        t, (classes, smallest), peak = results[n]
-        print(f"{n:>11,} | {'spark':<6} | {t:8.1f} | {n / t:10,.0f} | {_gb(peak):>9} | {classes:>8,} | "
-              f"{smallest:>8,} |")
+        if n in results:
+            t, (classes, smallest), peak = results[n]
+            print(f"{n:>11,} | {'spark':<6} | {t:8.1f} | {n / t:10,.0f} | {_gb(peak):>9} | {classes:>8,} | "
+                  f"{smallest:>8,} |")
         r = local[n]
         if r["seconds"] is None:
             print(f"{n:>11,} | {'local':<6} | {'-':>8} | {'-':>10} | {_gb(r['peak_rss']) if r['peak_rss'] else '-':>9}"
                   f" | {'-':>8} | {'-':>8} | {r['note']}")
         else:
             print(f"{n:>11,} | {'local':<6} | {r['seconds']:8.1f} | {n / r['seconds']:10,.0f} | "
-                  f"{_gb(r['peak_rss']):>9} | {r['classes'] or 0:>8,} | {r['smallest']:>8,} |")
+                  f"{_gb(r['peak_rss']):>9} | {r['classes'] or 0:>8,} | {r['smallest']:>8,} | the loaded table "
+                  f"{_gb(r['loaded'])}, the query's peak above it {_gb(r['query'])}")
     ran = [n for n in args.rows if local[n]["seconds"] is not None]
+    if args.local_only:
+        return
     over = [n for n in ran if results[n][0] < local[n]["seconds"]]
     failed = [n for n in args.rows if local[n]["oom"]]
     print("Spark overtakes the local path at " + (f"{min(over):,} rows" if over else "no size measured here")

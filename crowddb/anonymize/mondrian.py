@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 
 TAIL_SHARE = 0.6  # once at most this share of the rows is still open, failed partitions read all candidates
+DISTINCT_FROM = 200_000  # a strict call on at least this many rows looks for its distinct rows (``_distinct``) ...
+DISTINCT_SHARE = 0.5  # ... and runs on them when they are at most this share of the rows
 
 
 def _code_type(top: int) -> type:
@@ -75,18 +77,61 @@ def _distinct2(side: np.ndarray, sz: np.ndarray, s: np.ndarray, n_s: int) -> np.
     return np.bincount(key // n_s, minlength=2 * n_p).reshape(n_p, 2)
 
 
-def _evaluate(c: np.ndarray, sz: np.ndarray, lo: np.ndarray, hi: np.ndarray, half: np.ndarray):
+def _distinct(codes: np.ndarray, sizes: np.ndarray, sensitive: np.ndarray | None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The distinct rows of ``codes`` (column j's codes below ``sizes[j]``; with their integer ``sensitive`` codes,
+    if given) when they are few: each one's first row, each row's distinct row, and how many rows hold each (a
+    strict cut sends a row by its codes alone, so Mondrian on them, weighted, has the classes of every row: ours, as
+    the Spark leaves read QI combinations). None when they are more than ``DISTINCT_SHARE`` of the rows, or
+    ``sensitive`` is not integer codes."""
+    if sensitive is not None and not np.issubdtype(np.asarray(sensitive).dtype, np.integer):
+        return None
+    n = len(codes)
+    key = np.zeros(n, np.int64)
+    top, j = 1, 0  # key < top: the codes of columns before j in mixed radix
+    while j < codes.shape[1]:  # as many columns at once as fit in 62 bits (one matrix product), then renumbered
+        radix, width = [], top
+        while j + len(radix) < codes.shape[1] and width * int(sizes[j + len(radix)]) < 1 << 62:
+            radix.append(int(sizes[j + len(radix)]))
+            width *= radix[-1]
+        if not radix:  # even one more column overflows: number the keys so far densely first
+            key, found = pd.factorize(key)
+            top = len(found)
+            continue
+        place = np.cumprod([1, *radix[:0:-1]])[::-1].astype(np.int64)  # column j's place value, ..., the last's 1
+        key = key * (width // top) + codes[:, j:j + len(radix)].astype(np.int64, copy=False) @ place
+        top, j = width, j + len(radix)
+    if sensitive is not None:
+        s = np.asarray(sensitive, dtype=np.int64)
+        lo, span = int(s.min()), int(s.max()) - int(s.min()) + 1
+        if top * span >= 1 << 62:
+            key, found = pd.factorize(key)
+            top = len(found)
+        key = key * span + (s - lo)
+    inverse, found = pd.factorize(key)  # each row's distinct row, numbered as first met
+    if len(found) > DISTINCT_SHARE * n:
+        return None
+    first = np.empty(len(found), np.int64)
+    first[inverse[::-1]] = np.arange(n - 1, -1, -1)  # the last write is the lowest row: each one's first row
+    return first, inverse, np.bincount(inverse, minlength=len(found))
+
+
+def _evaluate(c: np.ndarray, sz: np.ndarray, lo: np.ndarray, hi: np.ndarray, half: np.ndarray,
+              weight: np.ndarray | None = None, rows: np.ndarray | None = None):
     """Median cut of consecutive segments of ``c`` (segment t: ``sz[t]`` codes, all within lo[t]..hi[t]) from one
     histogram: codes (3, n) = exact lowest, exact highest and the frequency-set median (Mondrian's splitVal: the
     first code whose cumulative count reaches ``half[t]`` >= 1); rows up to the split; the lowest code above it;
-    and the running counts _below reads rows strictly below the split from."""
+    and the running counts _below reads rows strictly below the split from. ``weight``: the rows each code stands
+    for (>= 1; the histogram counts rows), ``rows``: each segment's rows (its weights' sum; ``sz`` without weights)."""
     nb = hi - lo + 1
     b = nb.cumsum() - nb + 1  # ragged bins: segment t owns bins b[t] .. b[t] + nb[t] - 1; bin 0 stays empty
     key = np.repeat(b - lo, sz)
     key += c
-    cum = np.bincount(key, minlength=int(b[-1] + nb[-1])).cumsum()
+    cum = np.bincount(key, weight, minlength=int(b[-1] + nb[-1]))
+    cum = (cum if weight is None else cum.astype(np.int64)).cumsum()  # (weights are integers: exact in float64)
     before = cum.take(b - 1)
-    at = cum.searchsorted(np.concatenate((before + 1, before + sz, before + half))).reshape(3, -1)
+    total = sz if rows is None else rows
+    at = cum.searchsorted(np.concatenate((before + 1, before + total, before + half))).reshape(3, -1)
     upto = cum.take(at[2]) - before
     shift = lo - b  # bin -> code
     return at + shift, upto, cum.searchsorted(before + upto + 1) + shift, (cum, at[2], before)
@@ -106,15 +151,31 @@ def _l_ok(c, sz, split, upto, state, strict, tie_key, s, n_s, l) -> np.ndarray:
 
 def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, strict: bool = True,
                     sensitive: np.ndarray | None = None, l: int | None = None,
-                    init: np.ndarray | None = None, return_boxes: bool = False):
+                    init: np.ndarray | None = None, return_boxes: bool = False, weights: np.ndarray | None = None):
     """Class id per row (0..G-1): median cuts along the widest allowable normalized dimension, level by level.
 
     Every level reads one dimension of every open partition: its widest candidate. A partition whose cut along it
     is not allowable keeps its rows and tries its next widest dimension at the next level (the classic recursion's
     fallback loop, spread over levels); one without candidates is an equivalence class. With ``return_boxes`` also
     the tight (G, d) code bounds of each class.
+
+    ``weights`` (strict only): row i of ``codes`` stands for ``weights[i]`` >= 1 rows holding its codes (and its
+    sensitive value), which a strict cut never parts: the classes are those of the rows repeated. A strict call
+    without weights on many rows runs on its distinct rows with their counts (``_distinct``): the same classes.
     """
     n, d = codes.shape
+    if weights is None and strict and init is None and n >= DISTINCT_FROM:
+        distinct = _distinct(codes, np.array([max(len(s), 1) for s in scales]), sensitive)
+        if distinct is not None:  # few enough distinct rows to pay for finding them
+            first, inverse, counts = distinct
+            found = mondrian_groups(codes.take(first, axis=0), scales, k, sensitive=None if sensitive is None
+                                    else np.asarray(sensitive).take(first), l=l, return_boxes=return_boxes,
+                                    weights=counts)
+            return found.take(inverse) if not return_boxes else (found[0].take(inverse), *found[1:])
+    if weights is not None:
+        if not strict or init is not None:
+            raise ValueError("mondrian_groups: weights need strict cuts and no init")  # (internal callers only)
+        weights = np.asarray(weights, dtype=np.int64)
     m = np.array([len(s) for s in scales], dtype=np.int64)
     span = np.array([float(s[-1] - s[0]) if len(s) else 0.0 for s in scales])
     safe_span = np.where(span > 0, span, np.inf)  # a constant QI has width 0
@@ -146,12 +207,16 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
     arange_n = _steps(max(n, d) + 1, 1)
     rowoff = _steps(n, rs)
     k2 = 2 * k
-    tail = n * TAIL_SHARE
     # failure certificates (strict): a median cut along j failed with fewer than k rows above the split and
     # cert[p, j] rows strictly below it; any subset of >= 2 * cert rows fails along j too (its median cannot
     # fall below the old split, so its upper side is no larger): the partition and its descendants skip j
     cert = np.full((len(size), d), np.iinfo(np.int64).max)
     starts = size.cumsum() - size
+    # rows per partition: ``size`` counts its items (rows of ``codes``), ``rows_in`` the rows they stand for
+    wt, rows_in = weights, size
+    if wt is not None:
+        rows_in = np.array([int(wt.sum())])
+    tail = int(rows_in.sum()) * TAIL_SHARE
     # code bounds of each partition: exact at the start; children inherit them (exact along the cut, an outer
     # bound elsewhere) and a dimension's bounds become exact again when its histogram is read
     lo = np.minimum.reduceat(buf[:, :n_w].view(ctype)[:, :d], starts, axis=0).astype(np.int64)
@@ -163,7 +228,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
         n_act, n_p = len(items), len(size)
         words = items.view(np.int64).reshape(n_act, n_w + 1)
         flat = words.view(ctype).reshape(-1)
-        half = size >> 1
+        half = rows_in >> 1
         if not strict and not first:  # relaxed: exact bounds every level (median ties blur the inherited ones)
             cod = flat.reshape(n_act, rs)[:, :d]
             lo = np.minimum.reduceat(cod, starts, axis=0).astype(np.int64)
@@ -175,7 +240,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
         if ban is not None:
             cand &= ~ban
         if first:  # later levels only hold partitions of >= 2k rows
-            cand &= (size >= k2)[:, None]
+            cand &= (rows_in >= k2)[:, None]
             first = False
         score = np.where(cand, width, -1.0)
         best = score.argmax(axis=1)  # the widest candidate (the lowest dimension on ties)
@@ -185,7 +250,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
         at += rowoff[:n_act]
         c = flat.take(at)
         code, upto, nxt, state = _evaluate(c, size, lo.reshape(-1).take(fi), hi.reshape(-1).take(fi),
-                                           np.maximum(half, 1))
+                                           np.maximum(half, 1), wt, None if wt is None else rows_in)
         np.put(lo, fi, code[0])
         np.put(hi, fi, code[1])
         split = code[2]
@@ -195,7 +260,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
             sd = scale_off.take(best)
             w_x = (flat_scale.take(code[1] + sd) - flat_scale.take(code[0] + sd)) / safe_span.take(best)
             np.put(score, fi, np.where(w_x > 0, w_x, -1.0))
-            count_ok = upto <= size - k  # Mondrian's allowable cut: >= k rows on each side (upto >= half >= k)
+            count_ok = upto <= rows_in - k  # Mondrian's allowable cut: >= k rows on each side (upto >= half >= k)
             cut = has & count_ok & (score.argmax(axis=1) == best)
             bad = (has > count_ok).nonzero()[0]
             if len(bad):
@@ -209,7 +274,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
             cut &= l_ok
         retry = has > cut  # read but not cut: the partition stays whole for the next level ...
         lims = code[1]
-        if strict and n_act <= tail and retry.any():
+        if strict and (n_act if wt is None else rows_in.sum()) <= tail and retry.any():
             # ... except in the last, small levels: there every remaining candidate dimension of the partition
             # is read at once and the widest allowable one is cut (the classic fallback order, batched), so a
             # few partitions failing dimension after dimension do not add level after level. The dimension just
@@ -223,12 +288,14 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
                 ends = reps.cumsum()
                 pos = (starts.take(pp) - (ends - reps)).repeat(reps) + np.arange(ends[-1])
                 cc = flat.take(pos * rs + dims.repeat(reps))
-                code2, up2, nx2, st2 = _evaluate(cc, reps, lo.take(fj), hi.take(fj), half.take(pp))
+                rows2 = reps if wt is None else rows_in.take(pp)
+                code2, up2, nx2, st2 = _evaluate(cc, reps, lo.take(fj), hi.take(fj), half.take(pp),
+                                                 None if wt is None else wt.take(pos), None if wt is None else rows2)
                 np.put(lo, fj, code2[0])
                 np.put(hi, fj, code2[1])
                 sd = scale_off.take(dims)
                 w2 = (flat_scale.take(code2[1] + sd) - flat_scale.take(code2[0] + sd)) / safe_span.take(dims)
-                ok2 = up2 <= reps - k
+                ok2 = up2 <= rows2 - k
                 bad = (~ok2).nonzero()[0]
                 if len(bad):
                     np.put(cert, fj.take(bad), _below(st2, bad))
@@ -258,8 +325,12 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
         else:
             tie_key = flat.take(rowoff[:n_act] + _next_widest(width, best).repeat(size))
             side = _sides(c, size, split, upto, below, strict, tie_key)
-        left = np.where(cut, upto, size)  # an uncut partition keeps all its rows on the left
-        right = size - left
+        left = np.where(cut, upto, rows_in)  # an uncut partition keeps all its rows on the left
+        right = rows_in - left
+        items_l, items_r = left, right  # each child's items (rows of ``codes``): its rows, unless weighted
+        if wt is not None:
+            items_l = np.add.reduceat(~side, starts, dtype=np.int64)
+            items_r = size - items_l
         act_l = (cut & (left >= k2)) | retry  # children below 2k rows cannot be cut: they are classes
         act_r = right >= k2
         la, ra = act_l.nonzero()[0], act_r.nonzero()[0]
@@ -273,7 +344,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
         # regroup: rows of the open left children, then of the open right children, each child contiguous
         if nl == n_p and len(ra) == n_p:
             to_l, to_r = ~side, side
-            size = np.concatenate((left, right))
+            size, rows_in = np.concatenate((items_l, items_r)), np.concatenate((left, right))
         else:
             rl, rr = act_l.repeat(size), act_r.repeat(size)
             ls = ~side
@@ -281,12 +352,14 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
             # finished children become equivalence classes: their rows leave, grouped class by class
             rid = words[:, n_w]
             out_rows.append(rid.take(np.concatenate(((ls > rl).nonzero()[0], (side > rr).nonzero()[0]))))
-            out_sizes += [left[~act_l], right[~act_r & (right > 0)]]
-            size = np.concatenate((left[act_l], right[act_r]))
+            out_sizes += [items_l[~act_l], items_r[~act_r & (right > 0)]]
+            size, rows_in = np.concatenate((items_l[act_l], items_r[act_r])), np.concatenate((left[act_l], right[act_r]))
         keep = np.concatenate((to_l.nonzero()[0], to_r.nonzero()[0]))
         items, spare = items.take(keep, out=spare.base[:len(keep)], mode="clip"), items
         if l is not None:
             sens = sens.take(keep)
+        if wt is not None:
+            wt = wt.take(keep)
         starts = size.cumsum() - size
     sizes = np.concatenate(out_sizes)
     order = np.concatenate(out_rows)

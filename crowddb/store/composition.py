@@ -89,8 +89,11 @@ def planned(rows: np.ndarray, boxes: np.ndarray, index: np.ndarray | None = None
         index, boxes = pd.factorize(pd.Series(boxes.to_numpy(zero_copy_only=False) if isinstance(boxes, pa.Array)
                                               else boxes, dtype=object))
     texts = boxes if isinstance(boxes, pa.Array) else pa.array([str(b) for b in boxes], pa.string())
-    first = np.flatnonzero(~pd.Series(rows).duplicated().to_numpy())  # (numpy 2's np.unique is slow on 1M ids)
-    refs, ids = rows[first], np.asarray(index, dtype=np.int64)[first]
+    if _increasing(rows):  # (a table's rowids as it is scanned: nothing repeats)
+        refs, ids = rows, np.asarray(index, dtype=np.int64)
+    else:
+        first = np.flatnonzero(~pd.Series(rows).duplicated().to_numpy())  # (numpy 2's np.unique is slow on 1M ids)
+        refs, ids = rows[first], np.asarray(index, dtype=np.int64)[first]
     # (boxes are distinct texts: pandas' default categorize=True would factorize them first, 5x slower, same hashes)
     per_box = (pd.util.hash_array(texts.to_numpy(zero_copy_only=False), categorize=False) if len(texts)
                else np.zeros(0, dtype=np.uint64))
@@ -479,11 +482,17 @@ def releases(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
         [links.root(con, table)]).df()
 
 
+def _increasing(rows: np.ndarray) -> bool:
+    """Are ``rows`` strictly increasing (so none repeats)? One vectorized pass: a table's rowids read in scan order
+    are, and finding duplicates by hashing costs 20-50 times as much."""
+    return bool(len(rows) < 2 or (rows[1:] > rows[:-1]).all())
+
+
 def distinct_rows(what: str, table: str, rows: np.ndarray) -> None:
     """Refuse rows whose identities repeat (a declared key that is not unique): the ledger could not tell them apart,
     and would record one box for two people."""
     rows = np.asarray(rows, dtype=np.int64)
-    if len(pd.unique(rows)) < len(rows):
+    if not _increasing(rows) and len(pd.unique(rows)) < len(rows):
         repeated = int(len(rows) - len(pd.unique(rows)))
         raise PrivacyError(f"{what}: {repeated} row(s) of {table} come twice: the query reads one row more than once "
                            "(a UNION ALL of overlapping parts, say), or rows share a key value, and the privacy ledger "

@@ -11,6 +11,7 @@ import datetime
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import crowddb
@@ -58,6 +59,40 @@ def test_untouched_columns_keep_their_types_and_order(db):
     source = frame.iloc[order].reset_index(drop=True)
     assert [r[3] for r in rows] == [datetime.date(2020, 1, 1) + datetime.timedelta(days=int(i)) for i in source["id"]]
     assert [r[5] for r in rows] == [None if i % 7 == 0 else int(e) for i, e in zip(source["id"], source["edu"])]
+
+
+def test_text_gathered_as_dictionaries_reads_the_same(db, monkeypatch):
+    """Text columns with few distinct values are gathered as dictionary arrays (a large input's speed): the same
+    values, NULLs, ENUM type and order as the plain gather; text with many distinct values is gathered plainly."""
+    from crowddb.operators.table_functions import anonymize as tf
+
+    db.execute("CREATE TYPE hue AS ENUM ('red', 'blue')").fetchall()
+    db.execute("CREATE TABLE texts AS SELECT id, age, sex, zip, CASE WHEN id % 5 = 0 THEN NULL ELSE hobby END AS h, "
+               "CASE id % 2 WHEN 0 THEN 'red' ELSE 'blue' END::hue AS c, 'n' || id AS unique_text FROM people").fetchall()
+    db.declare_roles("texts", quasi_identifiers=["age", "sex", "zip"], key="id")
+    query = "SELECT * FROM ANONYMIZE(texts, k := 6, seed := 3)"
+    gathered = []
+    original = tf._gather
+
+    def spy(column, taken):
+        out = original(column, taken)
+        gathered.append(pa.types.is_dictionary(out.type))
+        return out
+
+    monkeypatch.setattr(tf, "_gather", spy)
+    plain = db.sql(query)
+    plain_rows, plain_types = plain.fetchall(), [str(t) for t in plain.types]
+    assert gathered == [False, True, False]  # (DuckDB exports an ENUM as a dictionary already)
+    monkeypatch.setattr(tf, "DICTIONARY_FROM", 1)
+    gathered.clear()
+    coded = db.sql(query)
+    assert [str(t) for t in coded.types] == plain_types == ["VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR",
+                                                             "ENUM('red', 'blue')", "VARCHAR"]
+    assert coded.fetchall() == plain_rows
+    assert gathered == [True, True, False]  # h, c: few distinct values; unique_text: one per row
+    order = np.random.default_rng(3).permutation(60)
+    source = db.con.execute("SELECT h, c, unique_text FROM texts").fetchall()
+    assert [r[3:] for r in plain_rows] == [source[i] for i in order]
 
 
 def test_only_the_algorithms_columns_leave_duckdb(db, monkeypatch):

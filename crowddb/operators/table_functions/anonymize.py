@@ -219,9 +219,25 @@ def _release_rows(rows: TableInput, columns: list[str], release, order: np.ndarr
             types.append(None)
         else:
             i = rows.columns.index(c)
-            arrays.append(rows.snapshot.column(i).take(taken))  # one vectorized gather (DuckDB reads it in order)
+            arrays.append(_gather(rows.snapshot.column(i), taken))
             types.append(rows.types[i])
     return ArrowRows(pa.Table.from_arrays(arrays, names=columns), types)
+
+
+def _gather(column: pa.ChunkedArray, taken: pa.Array) -> pa.Array:
+    """``column``'s values in the order ``taken`` gives, by one vectorized gather (DuckDB reads it in order) from one
+    contiguous array (a gather across many chunks costs twice as much). Text with few distinct values is gathered
+    as a dictionary array (each row's index moved, each text stored once; DuckDB reads it as VARCHAR): a random
+    gather of the texts themselves costs 2-3 times as much."""
+    whole = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if (pa.types.is_string(whole.type) or pa.types.is_large_string(whole.type)) and len(whole) >= DICTIONARY_FROM:
+        coded = whole.dictionary_encode()
+        if len(coded.dictionary) * 4 <= len(whole):
+            return pa.DictionaryArray.from_arrays(coded.indices.take(taken), coded.dictionary)
+    return whole.take(taken)
+
+
+DICTIONARY_FROM = 100_000  # rows from which a text column is looked at for few distinct values (``_gather``)
 
 
 def _effective_quasi_identifiers(columns: list[str], roles: TableRoles, given: list | None) -> list[str]:

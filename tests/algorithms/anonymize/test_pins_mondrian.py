@@ -144,6 +144,62 @@ def test_random_tables_match_the_recursion(seed, k, strict, l):
     check_boxes(codes, groups, lo, hi)
 
 
+def repeated_table(seed: int):
+    """A random table (``random_table``) whose distinct rows each stand for 1..5 rows, with a sensitive code each."""
+    codes, scales = random_table(seed)
+    rng = np.random.default_rng(seed + 1000)
+    weights = rng.integers(1, 6, len(codes))
+    return codes, scales, weights, rng.integers(0, 3, len(codes))
+
+
+@pytest.mark.parametrize("l", [None, 2])
+@pytest.mark.parametrize("k", [2, 3, 5])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_weighted_rows_match_the_recursion_on_the_repeated_rows(seed, k, l):
+    # a row of weight w is w rows that no strict cut parts: the classes of the repeated rows, read per distinct row
+    codes, scales, weights, sens = repeated_table(seed)
+    sens = sens if l else None
+    rows = np.repeat(np.arange(len(codes)), weights)
+    expected = reference(codes[rows], scales, k, True, None if sens is None else sens[rows], l)
+    groups, lo, hi = mo.mondrian_groups(codes, scales, k, sensitive=sens, l=l, return_boxes=True, weights=weights)
+    assert as_sets(groups[rows]) == set(expected)
+    check_boxes(codes, groups, lo, hi)
+    assert np.bincount(groups, weights).min() >= k
+
+
+@pytest.mark.parametrize("l", [None, 2])
+@pytest.mark.parametrize("seed", SEEDS[:20])
+def test_many_rows_run_on_their_distinct_rows_with_the_same_numbering(seed, l, monkeypatch):
+    # the automatic path (a strict call on many rows reads its distinct rows) returns the very same arrays
+    codes, scales, weights, sens = repeated_table(seed)
+    rows = np.random.default_rng(seed).permutation(np.repeat(np.arange(len(codes)), weights))
+    codes, sens = codes[rows], (sens[rows] if l else None)
+    plain = mo.mondrian_groups(codes, scales, 2, sensitive=sens, l=l, return_boxes=True)
+    monkeypatch.setattr(mo, "DISTINCT_FROM", 1)
+    assert mo._distinct(codes, np.array([len(s) for s in scales]), sens) is not None  # (the path is taken)
+    via_distinct = mo.mondrian_groups(codes, scales, 2, sensitive=sens, l=l, return_boxes=True)
+    for a, b in zip(plain, via_distinct):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_distinct_rows_by_hand():
+    codes = np.array([[1, 0], [0, 2], [1, 0], [1, 1], [0, 2], [1, 0]])
+    first, inverse, counts = mo._distinct(codes, np.array([2, 3]), None)
+    assert first.tolist() == [0, 1, 3] and inverse.tolist() == [0, 1, 0, 2, 1, 0] and counts.tolist() == [3, 2, 1]
+    # the sensitive code tells rows apart too; keys wider than 62 bits are renumbered between columns (same rows)
+    more = np.vstack([codes, [[1, 0], [0, 2]]])
+    first, inverse, counts = mo._distinct(more, np.array([2**40, 2**40]), np.array([0, 0, 1, 0, 0, 0, 0, 0]))
+    assert first.tolist() == [0, 1, 2, 3] and inverse.tolist() == [0, 1, 2, 3, 1, 0, 0, 1]
+    assert counts.tolist() == [3, 3, 1, 1]
+    assert mo._distinct(np.arange(6).reshape(-1, 1), np.array([6]), None) is None  # all distinct: not worth it
+    assert mo._distinct(codes, np.array([2, 3]), np.array(["a"] * 6, dtype=object)) is None  # not integer codes
+
+
+def test_weights_need_strict_cuts():
+    with pytest.raises(ValueError, match="strict"):
+        mo.mondrian_groups(np.zeros((4, 1), np.int64), [np.arange(1.0)], 2, strict=False, weights=np.ones(4))
+
+
 @pytest.mark.parametrize("strict", [True, False])
 @pytest.mark.parametrize("seed", SEEDS[:20])
 def test_random_start_partitions_match_the_recursion(seed, strict):
