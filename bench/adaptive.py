@@ -128,14 +128,17 @@ def fixed(crowd: ReplayCrowd, n: int, seed: int) -> pd.DataFrame:
 def adaptive(crowd: ReplayCrowd, classes: list, seed: int, *, target: float, max_assignments: int,
              quality_aware: bool, model: str = "auto", each_item: bool = False, calibration: str | None = "loo"
              ) -> tuple[pd.DataFrame, object]:
-    """Rounds until no item needs more: returns the answers bought and the last StopState."""
+    """Rounds until no item needs more, as the SQL operator's loop runs (not max_assignments rounds: an item the rule
+    accepted in one round may be asked again in a later one, and an item at the target bought to make up for items
+    capped below it starts late): returns the answers bought and the last StopState. Each round buys at least one
+    answer, and no item more than max_assignments, so the bound below is never reached."""
     crowd.reset(seed)
     rng = np.random.default_rng(seed + 1000)
     items = crowd.tasks
     bought = pd.DataFrame({"object": pd.Series([], dtype=items.dtype), "worker": pd.Series([], dtype=object),
                            "label": pd.Series([], dtype=object)})
     state = None
-    for _ in range(max_assignments):
+    for _ in range(len(items) * max_assignments):
         if len(bought) == 0:
             need = items
         else:
@@ -157,6 +160,8 @@ def adaptive(crowd: ReplayCrowd, classes: list, seed: int, *, target: float, max
             got = crowd.answer(picked["object"], picked["worker"])
         else:
             got = crowd.ask(need, 1)
+        if len(got) == 0:  # nothing more to be had (a guard: each round above serves every item it asks)
+            break
         bought = pd.concat([bought, _frame(got)], ignore_index=True)
     state = stopping_rule(bought, target=target, max_assignments=max_assignments, classes=classes, items=items,
                           model=model, each_item=each_item, calibration=calibration)
@@ -199,9 +204,11 @@ def run_dataset(name: str, answers: pd.DataFrame, truth: pd.Series, seeds: list[
                     # the one the crowd's own model expects of the same answers
                     true_exp = (np.nan if known is None else float(
                         item_posteriors(bought, known).max(axis=1).reindex(scored).fillna(0.0).mean()))
+                    # uncertain: capped below the target, or still asked below it with no recorded answer left
+                    short = (state.status == "more") & (state.confidence < target)
                     add(label, bought, state.truth, seconds,
-                        {"uncertain": int((state.status == "uncertain").sum())
-                         + int(((state.status == "more")).sum()), "expected": state.expected_accuracy,
+                        {"uncertain": int((state.status == "uncertain").sum()) + int(short.sum()),
+                         "expected": state.expected_accuracy,
                          "expected_scored": float(state.confidence.loc[scored].mean()), "expected_true": true_exp})
     return rows
 

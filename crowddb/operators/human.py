@@ -274,7 +274,8 @@ class HumanOperatorRun:
         reaches the target, items stopping at max_assignments answers (CDAS's online early termination): round 1
         asks one answer of each item none is on record for (``hits``); after each round the stopping rule, over
         every answer on record for these items, gives the items it picks one more assignment from workers who have
-        not answered them (``HitBatch.exclude``). Every round goes through
+        not answered them (``HitBatch.exclude``): items below the target and, when items capped below it leave the
+        result short, items at it (``adaptive.result_rule``), shown again alike. Every round goes through
         ``Purchase.buy``: on record before it is posted, in the same boxes (one release of this run, continued), its
         spending checked against the budget. A rerun is served from the record: the same answers, the same
         decisions, nothing bought. Returns ROW_ID, answer (the rule's leading label) and its posterior
@@ -299,8 +300,9 @@ class HumanOperatorRun:
             counts = now
             # every round refits the workers on every answer, so an item that stopped may need more again (its
             # workers turned out worse): the run ends when the rule, over all answers, stops every item, which is
-            # also what a rerun over the same answers decides (nothing bought); each round gives every open item
-            # an answer (at most max_assignments in all) or takes it out: the loop ends
+            # also what a rerun over the same answers decides (nothing bought); each round gives every item the
+            # rule asks (below the target or, making up for capped items, at it) an answer (at most max_assignments
+            # in all) or takes it out: the loop ends
             state = self._stop_state(on_record, names, gold)
             more = every["item_id"].to_numpy()[names.isin(state.need_more).to_numpy()]
             more = more[~np.isin(more, list(unanswered))]
@@ -315,9 +317,13 @@ class HumanOperatorRun:
         truth = state.truth.reindex(names.to_numpy())
         confidence = state.confidence.reindex(names.to_numpy())
         summary = state.summary()
-        # items still below the target that the platform had no more answers for stop uncertain too
-        short = int(names.loc[list(unanswered)].isin(state.need_more).sum()) if unanswered else 0
+        # items the rule still asks that the platform had no more answers for: below the target they stop uncertain
+        # too; at it (an item bought to make up for items capped below the target) they are done as they are
+        left = names.loc[list(unanswered)] if unanswered else names.iloc[:0]
+        left = left[left.isin(state.need_more).to_numpy()]
+        short = int((state.confidence.loc[left.to_numpy()] < state.target).sum())
         summary["uncertain"] += short
+        summary["done"] += len(left) - short
         report = {
             "operator": op.name, "kind": "accuracy target", "accuracy": float(op.accuracy),
             "max_assignments": int(op.max_assignments), "items": len(every), "rounds": round_no,

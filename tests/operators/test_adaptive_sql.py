@@ -14,6 +14,7 @@ from conftest import RecordingCrowd, people_frame
 import crowddb
 from crowddb.crowd import SimulatedCrowd
 from crowddb.errors import ArgumentError, BudgetExceededError
+from crowddb.truth import adaptive
 from crowddb.truth.adaptive import assign_round, stopping_rule
 
 N, TARGET, CAP = 300, 0.95, 9
@@ -370,3 +371,60 @@ def test_known_answers_anchor_the_model_and_are_not_asked_again():
         assert np.allclose(np.sort(result["guess_confidence"].to_numpy()), np.sort(state.confidence.to_numpy()),
                            rtol=0, atol=1e-9)
         assert int((state.status == "gold").sum()) == len(known) and len(state.need_more) == 0
+
+
+def test_items_at_the_target_asked_again_go_through_the_loop_like_the_others(monkeypatch):
+    """When items capped below the target leave the result short and the open items cannot close the gap, the rule
+    asks items at the target again (adaptive.result_rule's spare items; here a Beta(8, 2) crowd at
+    max_assignments := 4 over 120 rows, where the decisions after rounds 5 and 6 do, 13 and 42 items, measured;
+    later decisions find the target out of reach and buy none). The loop posts them like any item asked:
+    the next round holds exactly the items the rule asked, each shown as round 1 showed it (its box), answered by a
+    worker who had not answered it; every decision is the rule's over the answers on record before the round, and
+    the report counts each item where it ends. A rerun buys nothing."""
+    states: list = []
+    real = adaptive.stopping_rule
+
+    def spy(*args, **kwargs):
+        state = real(*args, **kwargs)
+        states.append(state)
+        return state
+
+    monkeypatch.setattr(adaptive, "stopping_rule", spy)
+    platform = RecordingCrowd(n_workers=30, quality=(8.0, 2.0), seed=7)
+    with crowddb.connect(platform=platform, seed=3, progress=False) as db:
+        db.load_frame("people", people_frame(120), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
+                      ground_truth="job", key="id")
+        query = f"SELECT id, getposition(*, accuracy := {TARGET}, max_assignments := 4) AS g FROM people"
+        result = db.sql(query).df()
+        report = db.last_report[0]
+        # one rule decision after each round (the last one asks nothing); round r + 1 is the rule's r-th decision
+        assert len(states) == report["rounds"] == len(platform.published)
+        assert len(states[-1].need_more) == 0
+        at_target = [set(st.status.index[((st.status == "more") & (st.confidence >= TARGET)).to_numpy()])
+                     for st in states]
+        assert sum(map(len, at_target)) > 0
+        items = db.sql("SELECT hit_id, item_key || '#' || occurrence AS object, content FROM crowddb_hit_items").df()
+        answers = db.sql("SELECT hit_id, item_key || '#' || occurrence AS object, worker_id FROM crowddb_answers").df()
+        shown = items.drop_duplicates(["hit_id", "object"])
+        first = shown[shown["hit_id"].isin(platform.published[0]["hit_id"])].set_index("object")["content"]
+        for r, state in enumerate(states[:-1]):
+            hits = set(platform.published[r + 1]["hit_id"])
+            asked = shown[shown["hit_id"].isin(hits)]
+            assert set(asked["object"]) == set(state.need_more)  # the rule's picks, at the target or below it
+            again = asked[asked["object"].isin(at_target[r])]
+            assert (again["content"].to_numpy() == first.loc[again["object"]].to_numpy()).all()  # round 1's box
+            later = set().union(*(set(batch["hit_id"]) for batch in platform.published[r + 1:]))
+            before = answers[~answers["hit_id"].isin(later)]  # on record when the rule decided
+            now = answers[answers["hit_id"].isin(hits) & answers["object"].isin(at_target[r])]
+            assert len(now) == len(at_target[r])  # one answer each
+            assert not set(zip(now["object"], now["worker_id"])) & set(zip(before["object"], before["worker_id"]))
+        final = stopping_rule(on_record(db), target=TARGET, max_assignments=4,
+                              classes=sorted(people_frame(120)["job"].unique()))
+        assert len(final.need_more) == 0
+        counts = final.status.value_counts()
+        assert [report[k] for k in ("done", "accepted", "uncertain")] == [
+            int(counts.get(k, 0)) for k in ("done", "accepted", "uncertain")]
+        assert report["done"] + report["accepted"] + report["uncertain"] == len(result) == 120
+        before = money(db)
+        db.sql(query).df()
+        assert money(db) == before and db.last_report[-1]["bought"] == 0

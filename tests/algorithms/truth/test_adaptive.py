@@ -49,13 +49,25 @@ def test_one_coin_posterior_is_bayes_rule_by_hand():
 @pytest.mark.parametrize("each_item", [True, False])
 def test_stopping_rule_statuses_at_the_target(each_item):
     state = stopping_rule(ANSWERS, target=0.85, max_assignments=3, model=ONE_COIN, each_item=each_item)
-    # 6/7 = .857 and .9 reach .85; item 2 (.771) has its 3 answers: uncertain; item 4 (.6) needs another. The
-    # result's rule agrees: sum (p - .85) = .00714 - .07857 + .05 - .25 < 0, and still < 0 with item 4 at .85
-    assert state.status.to_dict() == {1: "done", 2: "uncertain", 3: "done", 4: "more"}
-    assert list(state.need_more) == [4] and list(state.uncertain) == [2] and list(state.done) == [1, 3]
+    # 6/7 = .857 and .9 reach .85; item 2 (.771) has its 3 answers: uncertain; item 4 (.6) needs another
+    if each_item:
+        assert state.status.to_dict() == {1: "done", 2: "uncertain", 3: "done", 4: "more"}
+        assert list(state.need_more) == [4] and list(state.done) == [1, 3]
+        assert state.summary() == {"done": 2, "more": 1, "uncertain": 1, "gold": 0, "accepted": 0, "answers": 7}
+    else:
+        # the result's rule: sum (p - .85) = .00714 - .07857 + .05 - .25 = -.27143, and -.02143 with item 4 counted
+        # at .85: the capped item 2 leaves the result short, so an item at the target is asked too. The crowd's
+        # average worker is right (.8 + .6 + .9) / 3 = 23/30 of the time. Item 1 (2 answers) would reach its cap
+        # with a third: QASCA's benefit, (6/7 * 23/30 + 6/7 * 7/30) - 6/7 = 0 (no answer flips it): never bought.
+        # Item 3 (one answer, .9 on y) keeps room, so the floor .85 counts: answer y .9 * 23/30 = .69; answer x
+        # max(.1 * 23/30, .9 * 7/30) = .21 against .85 * P(x) = .85 * (.07667 + .21) = .24367; gain .69 + .24367 -
+        # .9 = .03367, and -.02143 + .03367 >= 0: item 3 is asked again, at .9
+        assert state.status.to_dict() == {1: "done", 2: "uncertain", 3: "more", 4: "more"}
+        assert list(state.need_more) == [3, 4] and list(state.done) == [1]
+        assert state.summary() == {"done": 1, "more": 2, "uncertain": 1, "gold": 0, "accepted": 0, "answers": 7}
+    assert list(state.uncertain) == [2]
     assert state.truth.to_dict() == {1: "x", 2: "y", 3: "y", 4: "y"}
     assert state.confidence[2] == pytest.approx(27 / 35, abs=1e-12)
-    assert state.summary() == {"done": 2, "more": 1, "uncertain": 1, "gold": 0, "accepted": 0, "answers": 7}
     assert state.expected_accuracy == pytest.approx((6 / 7 + 27 / 35 + 0.9 + 0.6) / 4, abs=1e-12)
     # min_assignments keeps a confident single answer asking
     assert stopping_rule(ANSWERS, target=0.85, max_assignments=3, min_assignments=2, model=ONE_COIN,
@@ -100,6 +112,82 @@ def test_result_rule_asks_the_items_it_must_and_counts_them_at_the_target():
     # at .75 the mean is met: only the item that must is asked; a must that is not open is not
     assert result_rule(lead, lead < 0.9, np.ones(5, bool), 0.75, must=np.array([1, 0, 0, 1, 0], bool)).tolist() == [
         False, False, False, True, False]
+
+
+def test_result_rule_makes_up_for_capped_items_with_items_at_the_target():
+    # item 4 is capped at .5 (neither open nor spare), item 5 open at .8, items 0-3 at the target .95 below their cap
+    lead = np.array([0.99, 0.97, 0.96, 0.96, 0.5, 0.8])
+    open_ = np.array([0, 0, 0, 0, 0, 1], bool)
+    spare = np.array([1, 1, 1, 1, 0, 0], bool)
+    every = np.ones(6, bool)
+    # sum (p - .95) = .04 + .02 + .01 + .01 - .45 - .15 = -.52; item 5 counted at .95: -.37, short: then the spare
+    # items by gain, largest first, each counted at lead + gain (item 4's gain is never read: it is capped)
+    gain = np.array([0.0, 0.1, 0.4, 0.4, 0.9, 0.0])
+    # -.37 + .4 = .03: item 2 alone; item 3 ties it and is listed later; item 0 (gain 0) is never bought
+    assert result_rule(lead, open_, every, 0.95, spare=spare, gain=gain).tolist() == [
+        False, False, True, False, False, True]
+    # gains .2, .2, .1: -.37 + .2 + .2 = .03, items 2 and 3
+    assert result_rule(lead, open_, every, 0.95, spare=spare, gain=np.array([0, 0.1, 0.2, 0.2, 0, 0])).tolist() == [
+        False, False, True, True, False, True]
+    # gains .1 each: -.37 + .3 < 0, out of reach: no item at the target is bought, the open item is
+    assert result_rule(lead, open_, every, 0.95, spare=spare, gain=np.array([0, 0.1, 0.1, 0.1, 0, 0])).tolist() == [
+        False, False, False, False, False, True]
+    # gains rounded to 1e-12 before ranking: 1e-14 apart is a tie, the item listed first wins
+    near = np.array([0, 0, 0.4, 0.4 + 1e-14, 0, 0])
+    assert result_rule(lead, open_, every, 0.95, spare=spare, gain=near).tolist() == [
+        False, False, True, False, False, True]
+    # a gain that rounds to 0 at 1e-9 buys nothing
+    assert not result_rule(lead, open_, every, 0.95, spare=spare, gain=np.array([4e-10, 0, 0, 0, 0, 0]))[:4].any()
+    # an item not counted (gold) is never bought; the function is called with the spare items' positions only
+    seen = []
+
+    def by_position(idx):
+        seen.append(idx.tolist())
+        return np.full(len(idx), 0.4)
+
+    # item 2 is gold: sum (p - .95) over the others -.53, -.38 with item 5 at .95; gains .4 each: item 0 alone
+    counted = np.array([1, 1, 0, 1, 1, 1], bool)
+    assert result_rule(lead, open_, counted, 0.95, spare=spare, gain=by_position).tolist() == [
+        True, False, False, False, False, True]
+    assert seen == [[0, 1, 3]]
+    # the open items close the gap: no spare item is looked at
+    assert result_rule(lead, open_, every, 0.8, spare=spare, gain=by_position).tolist() == [False] * 6
+    # (.95, .88 capped, .85 open) at .9: .05 - .02 - .05 = -.02, +.03 with item 2 at .9: item 2 alone
+    assert result_rule(np.array([0.95, 0.88, 0.85]), np.array([0, 0, 1], bool), np.ones(3, bool), 0.9,
+                       spare=np.array([1, 0, 0], bool), gain=by_position).tolist() == [False, False, True]
+    assert seen == [[0, 1, 3]]
+    # without spare= the rule is the one before: every open item, nothing else
+    assert result_rule(lead, open_, every, 0.95).tolist() == open_.tolist()
+
+
+def test_result_rule_rounds_the_sums_before_comparing():
+    # capped item 0 at .1, target .9: sum (p - .9) = -.8; items 1-3 at .9 with gains .7, .1 and .05. In floats
+    # -.8 + (.7 + .1) is -1.1e-16, short by the last bit: without rounding item 3 would be bought too
+    assert -0.8 + np.cumsum([0.7, 0.1])[-1] < 0
+    lead = np.array([0.1, 0.9, 0.9, 0.9])
+    got = result_rule(lead, np.zeros(4, bool), np.ones(4, bool), 0.9, spare=np.array([0, 1, 1, 1], bool),
+                      gain=np.array([0.0, 0.7, 0.1, 0.05]))
+    assert got.tolist() == [False, True, True, False]
+
+
+def test_expected_gain_with_the_target_as_floor_by_hand():
+    # item 3 of test_stopping_rule_statuses_at_the_target: (.1, .9), the crowd's average worker right 23/30
+    cm = np.array([[23 / 30, 7 / 30], [7 / 30, 23 / 30]])
+    p = np.array([[0.1, 0.9], [6 / 7, 1 / 7]])
+    # QASCA: answer y .69, answer x max(.07667, .21) = .21: .9 - .9 = 0; no answer flips either item
+    assert expected_gain(p, cm)[0] == pytest.approx([0.0, 0.0], abs=1e-12)
+    # floor .85: answer x counts .85 * (.07667 + .21) = .24367 (> .21): .69 + .24367 - .9; item 1 (6/7): answer y
+    # max(.2, .10952) = .2 against .85 * .30952 = .2631: 6/7 * 23/30 + .2631 - 6/7
+    want = [0.69 + 0.85 * (0.1 * 23 / 30 + 0.9 * 7 / 30) - 0.9,
+            0.85 * (6 / 7 * 7 / 30 + 1 / 7 * 23 / 30) - 6 / 7 * 7 / 30]
+    assert expected_gain(p, cm, floor=0.85)[0] == pytest.approx(want, abs=1e-12)
+    # one floor per row; the information gain does not depend on the floor
+    both = expected_gain(p, cm, floor=np.array([0.85, 0.0]))
+    assert both[0] == pytest.approx([want[0], 0.0], abs=1e-12)
+    assert both[1] == pytest.approx(expected_gain(p, cm)[1], abs=1e-15)
+    for bad in (1.0, -0.1, np.array([0.5, 0.5, 0.5]), True, "high"):
+        with pytest.raises(ArgumentError, match="floor must be"):
+            expected_gain(p, cm, floor=bad)
 
 
 def test_full_confusion_with_class_prior_by_hand():
@@ -226,6 +314,40 @@ def test_prediction_is_seeded_and_its_range_holds_the_simulated_total():
     assert pred.low <= n.sum() <= pred.high
 
 
+@pytest.mark.parametrize("cap, k, quality", [(4, 3, (8, 2)), (5, 4, (6, 2))])
+def test_the_prediction_simulates_items_at_the_target_asked_again(cap, k, quality):
+    """At a cap that binds, the rule run with the true one-coin model asks items at the target again (result_rule's
+    spare items) and the prediction, which simulates the same rule read again after every round, holds its total
+    (measured: 1,167 answers in [705, 1,299] and 1,342 in [829, 1,493]; the simulation that stopped every item the
+    rule once accepted or found at the target predicted [698, 1,153] and [815, 1,304], both short of the run)."""
+    rng = np.random.default_rng(11)
+    q = rng.beta(*quality, 50)
+    workers = [f"w{i}" for i in range(50)]
+    classes = [f"c{i}" for i in range(k)]
+    model = WorkerModel.one_coin(dict(zip(workers, q)), classes)
+    pred = predict_assignments(400, k, target=0.95, max_assignments=cap, qualities=q, seed=1)
+    order = np.argsort(rng.random((400, 50)), axis=1)
+    said = np.where(rng.random((400, 50)) < q[order], 0, rng.integers(1, k, (400, 50)))
+    n = np.zeros(400, int)
+    again = 0
+    for _ in range(400 * cap):  # each round gives every item asked one answer: it ends
+        item, slot = np.nonzero(np.arange(cap)[None, :] < n[:, None])
+        got = frame({"object": item, "worker": np.asarray(workers)[order[item, slot]],
+                     "label": np.char.add("c", said[item, slot].astype(str))})
+        if n.any():
+            state = stopping_rule(got, model=model, items=range(400), target=0.95, max_assignments=cap,
+                                  classes=classes)
+            need = state.need_more
+            again += int(((state.status == "more") & (state.confidence >= 0.95)).sum())
+        else:
+            need = np.arange(400)
+        if len(need) == 0:
+            break
+        n[np.asarray(need)] += 1
+    assert again > 0 and n.max() <= cap
+    assert pred.low <= n.sum() <= pred.high
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: stopping_rule(ANSWERS, target=1.0, model=ONE_COIN), "strictly between 0 and 1"),
     (lambda: stopping_rule(ANSWERS, max_assignments=0, model=ONE_COIN), "positive integer"),
@@ -279,3 +401,43 @@ def test_result_rule_asks_the_fewest_lowest_posteriors_that_can_meet_the_target(
         fewer = asked.copy()
         fewer[cand[np.lexsort((cand, lead[cand]))[-1]]] = False
         assert slack(fewer) < 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.05, 1.0), st.sampled_from(["open", "spare", "capped", "gold"]),
+                          st.sampled_from([0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5])), min_size=1, max_size=30),
+       st.floats(0.5, 0.99))
+def test_result_rule_buys_items_at_the_target_only_to_close_a_gap_the_open_items_cannot(items, target):
+    """Independently of its code: items at the target (spare) are bought only when every open item is asked and the
+    result is still short with them counted at the target; those bought have the largest gains (ties: listed first)
+    and no zero gain, make the mean reach the target counted at lead + gain, and are the fewest that do; none are
+    bought when even all of them cannot."""
+    kind = [k for _, k, _ in items]
+    lead = np.array([p if k not in ("spare", "gold") else max(p, target) for (p, k, _) in items])
+    lead = np.where(np.array(kind) == "open", np.minimum(lead, target - 1e-3), lead)
+    open_ = np.array([k == "open" for k in kind])
+    spare = np.array([k == "spare" for k in kind])
+    counted = np.array([k != "gold" for k in kind])
+    gain = np.array([g for _, _, g in items])
+    asked = result_rule(lead, open_, counted, target, spare=spare, gain=gain)
+    bought = asked & spare
+
+    def slack(value):
+        return round(float(np.sum(value[counted] - target)), 9)
+
+    assert not (asked & ~(open_ | spare)).any()
+    all_open = np.where(open_, target, lead)
+    if not bought.any():
+        if (asked == open_).all() and slack(all_open) < 0:  # short with every open item: out of reach or no gain
+            assert slack(np.where(spare & (gain > 0), lead + gain, all_open)) < 0 or not (spare & (gain > 0)).any()
+        return
+    assert (asked[open_]).all() and slack(all_open) < 0
+    assert (gain[bought] > 0).all()
+    assert slack(np.where(bought, lead + gain, all_open)) >= 0
+    # the last one bought: the smallest gain, ties the item listed last
+    last = max(np.flatnonzero(bought), key=lambda i: (-gain[i], i))
+    for j in np.flatnonzero(spare & ~bought & (gain > 0)):  # the largest gains, ties to the item listed first
+        assert gain[j] < gain[last] or (gain[j] == gain[last] and j > last)
+    fewer = bought.copy()  # the fewest: without the last one bought the mean falls short
+    fewer[last] = False
+    assert slack(np.where(fewer, lead + gain, all_open)) < 0
