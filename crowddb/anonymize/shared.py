@@ -84,14 +84,27 @@ def _ladder(enc: Encoding, k: int, sdims: list[int], sensitive, l, steps: int) -
     i-1 by strict Mondrian with k_i = max(k, n / 2^(i / steps)); the last level is Mondrian with k. With one shared
     column every level is a cut through the same tree (plain strict Mondrian's: a median cut depends only on the
     partition's rows), so steps=2 holds every level of steps=1 and more."""
-    n = len(enc.codes)
-    codes = enc.codes[:, sdims]
-    scales = [enc.scale_of()[j] for j in sdims]
-    levels = [np.zeros(n, np.int64)]
-    i = 0
-    while True:
+    return ladder_below(enc.codes[:, sdims], [enc.scale_of()[j] for j in sdims], len(enc.codes), k, 0, steps,
+                        sensitive, l)
+
+
+def level_k(n: int, k: int, i: int, steps: int) -> int:
+    """k of the ladder's level i: max(k, n / 2^(i / steps))."""
+    return max(k, int(n / 2 ** (i / steps)))
+
+
+def ladder_below(codes: np.ndarray, scales: list[np.ndarray], n: int, k: int, born: int, steps: int, sensitive,
+                 l) -> list[np.ndarray]:
+    """The ladder's levels (``_ladder``) below one of its classes made at level ``born`` (0: the root, all ``n``
+    rows), over that class's rows (``codes``: their shared columns): level 0 is the class, each next level refines
+    the one before by strict Mondrian with the whole ladder's k_i (``level_k``), until the level of k_i = k.
+    Everything below a class depends on its rows alone (and n, k, its level): Spark builds the top of a ladder and
+    hands each class to this function (crowddb/spark/mondrian.py)."""
+    levels = [np.zeros(len(codes), np.int64)]
+    i = born
+    while i == 0 or level_k(n, k, i, steps) > k:  # the last level is the one of k_i = k
         i += 1
-        ki = max(k, int(n / 2 ** (i / steps)))
+        ki = level_k(n, k, i, steps)
         prev = levels[-1]
         g = int(prev.max()) + 1
         cuttable = np.zeros(g, bool)  # classes with two values on some shared column (strict cuts need them)
@@ -108,12 +121,11 @@ def _ladder(enc: Encoding, k: int, sdims: list[int], sensitive, l, steps: int) -
             sub = mondrian_groups(codes[open_], scales, ki, strict=True, l=l, init=prev[open_],
                                   sensitive=None if sensitive is None else sensitive[open_])
             part = prev.copy()
-            part[open_] = int(prev.max()) + 1 + sub
+            part[open_] = g + sub
             part = compact(part)
             if part.max() > prev.max():  # refined (never merged: init partitions are kept apart)
                 levels.append(part)
-        if ki == k:
-            return levels
+    return levels
 
 
 def _stage2(codes: np.ndarray, scales: list[np.ndarray], k: int, part: np.ndarray, sdims: list[int], strict: bool,

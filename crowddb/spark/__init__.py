@@ -1,9 +1,11 @@
 """crowddb on Apache Spark: the algorithms of crowddb/anonymize and crowddb/truth run over Spark DataFrames, with the
 same results, and a Spark table's releases are kept in the crowddb database's k-anonymity ledger.
 
-``anonymize(df, quasi_identifiers, k)`` is Mondrian (strict; numeric, categorical and ordinal QIs, ARX
-hierarchies, distinct l-diversity over a sensitive column): the upper cuts are chosen by Spark aggregations, each
-partition of at most ``max_partition_rows`` rows is finished by the local vectorized Mondrian inside an executor. ``anonymize(db, df, k, name='census')`` is the same release of a Spark table
+``anonymize(df, quasi_identifiers, k)`` is Mondrian (strict, or relaxed with ``strict=False`` and a unique integer
+``order_by`` column; numeric, categorical and ordinal QIs, ARX hierarchies, distinct l-diversity over a sensitive
+column, shared columns): the upper cuts are chosen by Spark aggregations, each partition of at most
+``max_partition_rows`` rows is finished by the local vectorized Mondrian inside an executor, with the local classes.
+``anonymize(db, df, k, name='census')`` is the same release of a Spark table
 whose roles were declared (``declare_roles(db, 'census', df, quasi_identifiers=[...], key='id')``), checked against
 its earlier releases and recorded (crowddb/spark/ledger.py). ``truth_discover(answers, ...)`` is truth inference
 (with ``perturb=``, on answers perturbed under local DP in Spark; ``perturb_answers`` gives them).

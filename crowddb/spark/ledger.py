@@ -199,15 +199,18 @@ def _smallest_broken(after: DataFrame) -> tuple[int, int, int] | None:
 
 def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False, strict: bool = True,
             sensitive: str | None = None, l: int | None = None, hierarchies: dict | None = None,
-            order_by: str | None = None, max_partition_rows: int = DEFAULT_PARTITION_ROWS) -> DataFrame:
+            shared=None, order_by: str | None = None,
+            max_partition_rows: int = DEFAULT_PARTITION_ROWS) -> DataFrame:
     """A k-anonymous release of the Spark table ``name`` (its DataFrame ``df``), by Mondrian on Spark over its
     declared quasi-identifiers, checked against every release of it on record and recorded in the crowddb database
     (``crowddb.spark.anonymize(db, df, k, name=...)`` calls this). Refused (PrivacyError, nothing written) when a
     row would share its joint class across releases with fewer rows than the least k promised to it. The key is
     dropped from the release unless ``keep_key``; the release is checkpointed, so what the ledger records is what
-    the caller reads. ``sensitive`` and ``l`` (distinct l-diversity) and ``hierarchies`` (QI -> ARX CSV path,
-    DataFrame or Hierarchy) shape this release as in ``crowddb.spark.anonymize``; the ledger composes k across
-    releases, as the local one does (l is a property of each release, checked when it is made)."""
+    the caller reads. ``strict``, ``sensitive`` and ``l`` (distinct l-diversity), ``hierarchies`` (QI -> ARX CSV
+    path, DataFrame or Hierarchy) and ``shared`` (QIs labelled alike for rows equal on them) shape this release as in
+    ``crowddb.spark.anonymize``; relaxed cuts (``strict=False``) take rows in ``order_by``'s order, by default the
+    key's (it tells every row apart; it must then be a column of integers). The ledger composes k across releases,
+    as the local one does (l is a property of each release, checked when it is made)."""
     con = _con(db)
     if not isinstance(df, DataFrame):
         raise ArgumentError(f"spark:{name}: release expects the table's Spark DataFrame, got {type(df).__name__}")
@@ -223,8 +226,14 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
     if nulls or distinct != n:
         raise ArgumentError(f"spark:{name}: the key {key!r} must tell every row apart ({n} rows, {distinct} distinct "
                             f"keys, {nulls} NULL); the ledger follows rows across releases by it")
+    if not strict and order_by is None:
+        if not isinstance(df.schema[key].dataType, T.IntegralType):
+            raise ArgumentError(f"spark:{name}: relaxed Mondrian (strict=False) takes rows in the key's order, and the "
+                                f"key {key!r} is not a column of integers; pass order_by=<a column of unique "
+                                "integers> or use strict=True")
+        order_by = key  # relaxed cuts part equal rows by their order: the key's, which tells every row apart
     released = anonymize(df, qis, k, strict=strict, sensitive=sensitive, l=l, hierarchies=hierarchies,
-                         kinds=declared["kinds"] or None, order_by=order_by,
+                         kinds=declared["kinds"] or None, shared=shared, order_by=order_by,
                          max_partition_rows=max_partition_rows).localCheckpoint()
     k = int(k)
     number = spark_tables.next_number(con, name)

@@ -8,8 +8,9 @@ One statement's way (every refusal is a crowddb error raised before anything run
    function whose input is one. Only one statement, a query (SELECT, WITH ... SELECT, set operations), runs on
    Spark; any other statement naming ``spark.`` is refused (the statement gate), as is any other table in it (Spark
    cannot read DuckDB's tables, and an unprefixed name would reach Spark's catalog unchecked).
-2. ``ANONYMIZE(spark.t, k := 10 [, keep_key, method := 'mondrian', strict := true, quasi_identifiers := [the
-   declared ones]])`` becomes the ledger's recorded release of the declared table (``crowddb.spark.ledger.release``);
+2. ``ANONYMIZE(spark.t, k := 10 [, keep_key, method := 'mondrian', strict := true | false, sensitive, l,
+   hierarchies, quasi_identifiers := [the declared ones]])`` becomes the ledger's recorded release of the declared
+   table (``crowddb.spark.ledger.release``; ``strict := false``: relaxed cuts, rows taken in the key's order);
    ``TRUTH_DISCOVER(spark.answers, object :=, source :=, value := [, method, output, tol, max_iter, perturb,
    epsilon, delta, seed, options])`` becomes ``crowddb.spark.truth.truth_discover``'s objects or sources (with
    ``perturb :=``, local DP on Spark: an integer ``seed :=`` is required, the output gains the epsilon and delta
@@ -56,6 +57,7 @@ import sqlglot
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.qualify import qualify
@@ -218,14 +220,13 @@ def _bind_call(node: exp.Table, tables: dict[str, DataFrame], declared: dict[str
             raise ArgumentError(f"ANONYMIZE(spark.{name}): its roles are not declared; declare them first: "
                                 f"db.declare_roles('spark:{name}', quasi_identifiers=[...], sensitive=[...], "
                                 "key='id')")
-        unsupported = {"method": args["method"] != "mondrian", "strict": not args["strict"],
-                       "seed": args["seed"] is not None}
+        unsupported = {"method": args["method"] != "mondrian", "seed": args["seed"] is not None}
         refused = [a for a, bad in unsupported.items() if bad]
         if refused:
             raise ArgumentError(f"ANONYMIZE(spark.{name}): {', '.join(refused)} := ... is not available on Spark "
-                                "(it runs strict Mondrian, unshuffled, over the declared quasi-identifiers: k, "
-                                "keep_key, sensitive and l, hierarchies, method := 'mondrian', strict := true, "
-                                "quasi_identifiers := the declared ones); run the rest locally")
+                                "(it runs Mondrian, unshuffled, over the declared quasi-identifiers: k, keep_key, "
+                                "strict (relaxed cuts take rows in the key's order), sensitive and l, hierarchies, "
+                                "method := 'mondrian', quasi_identifiers := the declared ones); run the rest locally")
         hierarchies = args["hierarchies"]
         if hierarchies is not None and not all(isinstance(v, str) for v in hierarchies.values()):
             raise ArgumentError("ANONYMIZE: hierarchies := {'column': 'path/to/arx.csv', ...} takes ARX CSV paths")
@@ -236,6 +237,11 @@ def _bind_call(node: exp.Table, tables: dict[str, DataFrame], declared: dict[str
                                 f"from the declared {qis}; the ledger checks releases over the declared ones: "
                                 f"declare them with db.declare_roles('spark:{name}', ...) or leave the argument out")
         key = roles_of["key"]
+        if not args["strict"] and key in columns and not isinstance(tables[name].schema[key].dataType,
+                                                                    T.IntegralType):
+            raise ArgumentError(f"ANONYMIZE(spark.{name}, strict := false): relaxed cuts take rows in the key's order, "
+                                f"and the key {key!r} is not a column of integers; declare an integer key or use "
+                                "strict := true")
         out = [c for c in columns if args["keep_key"] or c != key] + [CLASS]
         return _Call(kind, name, args, {}, view, out)
     if kind == "truth_discover":
@@ -679,8 +685,8 @@ def run_on_spark(db: Any, statements: list[exp.Expression], params: Any = None) 
             if call.kind == "anonymize":
                 a = call.args
                 released = ledger.release(db, tables[call.table], a["k"], name=_ledger_name(db, call.table),
-                                          keep_key=a["keep_key"], sensitive=a["sensitive"], l=a["l"],
-                                          hierarchies=a["hierarchies"])
+                                          keep_key=a["keep_key"], strict=a["strict"], sensitive=a["sensitive"],
+                                          l=a["l"], hierarchies=a["hierarchies"])
                 released.createOrReplaceTempView(call.view)
         return _analysed(spark, text)  # analysed now: the DataFrame keeps its plan once the views are dropped
     finally:

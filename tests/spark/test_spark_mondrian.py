@@ -12,38 +12,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.csv as pcsv
 import pytest
 from spark_session import spark  # noqa: F401  (the session fixture)
+from spark_adult import adult, frame, partition  # noqa: F401  (fixtures)
 
 from crowddb.anonymize import anonymize as local_anonymize
-from crowddb.datasets import ADULT_QUASI_IDENTIFIERS, adult_path, load_adult
+from crowddb.datasets import ADULT_QUASI_IDENTIFIERS
 from crowddb.errors import ArgumentError, EmptyInputError, UnknownColumnError
 
 QIS = list(ADULT_QUASI_IDENTIFIERS)
 THRESHOLD = 2_000  # rows a partition may have before the local Mondrian finishes it: Adult's 30,162 need Spark cuts
-
-
-@pytest.fixture(scope="module")
-def adult(spark):
-    """Adult as a cached Spark DataFrame (read by Arrow from the shipped file, in the file's order)."""
-    df = spark.createDataFrame(pcsv.read_csv(adult_path())).cache()
-    df.count()
-    yield df
-    df.unpersist()
-
-
-@pytest.fixture(scope="module")
-def frame():
-    return load_adult()
-
-
-def _partition(ids, classes) -> set[frozenset]:
-    """The classes as sets of row ids (labels do not matter, only which rows share a class)."""
-    ids, classes = np.asarray(ids), np.asarray(classes)
-    order = np.argsort(classes, kind="stable")
-    cuts = np.flatnonzero(np.diff(classes[order])) + 1
-    return {frozenset(part.tolist()) for part in np.split(ids[order], cuts)}
 
 
 def _smallest_class(released, columns: list[str]) -> int:
@@ -62,7 +40,7 @@ def test_adult_classes_equal_local(spark, adult, frame, monkeypatch, k):
     out = released.toArrow().to_pandas()
     release = local_anonymize(frame, QIS, k)
     assert len(out) == len(frame)
-    assert _partition(out["id"], out["class"]) == _partition(frame["id"], release.groups)
+    assert partition(out["id"], out["class"]) == partition(frame["id"], release.groups)
     # the top of the tree was cut by Spark: the rows reached the local Mondrian in many leaves
     leaves, leaf_rows = np.unique(out["class"].to_numpy() >> 32, return_counts=True)
     assert len(leaves) >= len(frame) // THRESHOLD and leaf_rows.max() <= THRESHOLD
@@ -95,20 +73,11 @@ def test_numbers_booleans_ordinals_without_order_column(spark):
     df = spark.createDataFrame(pa.Table.from_pandas(frame, preserve_index=False))
     out = cs.anonymize(df, qis, 5, kinds=kinds, max_partition_rows=300).toArrow().to_pandas()
     release = local_anonymize(frame, qis, 5, kinds=kinds)
-    assert _partition(out["id"], out["class"]) == _partition(frame["id"], release.groups)
+    assert partition(out["id"], out["class"]) == partition(frame["id"], release.groups)
     assert len(np.unique(out["class"].to_numpy() >> 32)) >= n // 300
     assert (out.set_index("id").loc[frame["id"], qis].astype(str).to_numpy()
             == release.table[qis].astype(str).to_numpy()).all()
     assert out.set_index("id").loc[frame["id"], "note"].isna().sum() == frame["note"].isna().sum()  # untouched
-
-
-@pytest.mark.parametrize("options", [{"strict": False}, {"shared": ["age"]}])
-def test_unsupported_options_raise(adult, options):
-    """Options the local Mondrian has and the Spark one not yet: refused, never silently ignored."""
-    import crowddb.spark as cs
-
-    with pytest.raises(ArgumentError, match="not supported on Spark"):
-        cs.anonymize(adult, QIS, 10, **options)
 
 
 def test_bad_requests_raise_the_local_errors(spark, adult):
@@ -151,7 +120,7 @@ def test_resampled_adult_deep_spark_tree_equals_local(spark, frame, monkeypatch,
     df = spark.createDataFrame(pa.Table.from_pandas(big, preserve_index=False)).repartition(3)
     out = cs.anonymize(df, QIS, 10, order_by="id", max_partition_rows=12_000).toArrow().to_pandas()
     release = local_anonymize(big, QIS, 10)
-    assert _partition(out["id"], out["class"]) == _partition(big["id"], release.groups)
+    assert partition(out["id"], out["class"]) == partition(big["id"], release.groups)
     leaves, leaf_rows = np.unique(out["class"].to_numpy() >> 32, return_counts=True)
     assert len(leaves) > 8 and leaf_rows.max() <= 12_000
     assert (out.set_index("id").loc[big["id"], QIS].astype(str).to_numpy()
@@ -165,7 +134,7 @@ def test_every_cut_made_by_spark(spark, adult, frame):
 
     out = cs.anonymize(adult, QIS, 50, order_by="id", max_partition_rows=1).toArrow().to_pandas()
     release = local_anonymize(frame, QIS, 50)
-    assert _partition(out["id"], out["class"]) == _partition(frame["id"], release.groups)
+    assert partition(out["id"], out["class"]) == partition(frame["id"], release.groups)
     assert (out["class"].to_numpy() & 0xFFFFFFFF == 0).all()  # one class per leaf
     assert (out.set_index("id").loc[frame["id"], QIS].astype(str).to_numpy()
             == release.table[QIS].astype(str).to_numpy()).all()
@@ -253,14 +222,14 @@ def test_l_diverse_classes_equal_local(spark, adult_sample, adult_sample_df, mon
     out = released.toArrow().to_pandas()
     release = local_anonymize(adult_sample, QIS, k, sensitive=sensitive, l=l)
     assert len(out) == SAMPLE_ROWS
-    assert _partition(out["id"], out["class"]) == _partition(adult_sample["id"], release.groups)
+    assert partition(out["id"], out["class"]) == partition(adult_sample["id"], release.groups)
     leaves, leaf_rows = np.unique(out["class"].to_numpy() >> 32, return_counts=True)
     assert len(leaves) >= SAMPLE_ROWS // SAMPLE_THRESHOLD and leaf_rows.max() <= SAMPLE_THRESHOLD  # Spark cut
     assert (out.set_index("id").loc[adult_sample["id"], QIS].astype(str).to_numpy()
             == release.table[QIS].astype(str).to_numpy()).all()
     # l mattered: plain k-anonymity on the same rows makes other classes
     plain = local_anonymize(adult_sample, QIS, k)
-    assert _partition(adult_sample["id"], plain.groups) != _partition(adult_sample["id"], release.groups)
+    assert partition(adult_sample["id"], plain.groups) != partition(adult_sample["id"], release.groups)
     for columns in (["class"], QIS):
         smallest, fewest = _l_checked(released, sensitive, columns)
         assert smallest >= k and fewest >= l
@@ -275,10 +244,10 @@ def test_l_diverse_every_cut_made_by_spark(spark, adult_sample, adult_sample_df)
     out = cs.anonymize(adult_sample_df, QIS, 50, sensitive="relationship", l=3, order_by="id",
                        max_partition_rows=1).toArrow().to_pandas()
     release = local_anonymize(adult_sample, QIS, 50, sensitive="relationship", l=3)
-    assert _partition(out["id"], out["class"]) == _partition(adult_sample["id"], release.groups)
+    assert partition(out["id"], out["class"]) == partition(adult_sample["id"], release.groups)
     assert (out["class"].to_numpy() & 0xFFFFFFFF == 0).all()
     plain = local_anonymize(adult_sample, QIS, 50)
-    assert _partition(adult_sample["id"], plain.groups) != _partition(adult_sample["id"], release.groups)
+    assert partition(adult_sample["id"], plain.groups) != partition(adult_sample["id"], release.groups)
 
 
 def test_l_diversity_bad_requests_raise_the_local_errors(spark, adult_sample, adult_sample_df):  # noqa: F811
@@ -312,7 +281,7 @@ def test_l_diversity_null_sensitive_value_is_a_value(spark):  # noqa: F811
     df = spark.createDataFrame(pa.Table.from_pandas(frame, preserve_index=False))
     out = cs.anonymize(df, ["age", "zip"], 5, sensitive="diag", l=4, max_partition_rows=300).toArrow().to_pandas()
     release = local_anonymize(frame, ["age", "zip"], 5, sensitive="diag", l=4)
-    assert _partition(out["id"], out["class"]) == _partition(frame["id"], release.groups)
+    assert partition(out["id"], out["class"]) == partition(frame["id"], release.groups)
     assert len(np.unique(out["class"].to_numpy() >> 32)) >= n // 300
     # every class holds all four values, the NULL among them (counted by pandas, NULL kept as a value)
     assert out.groupby("class")["diag"].nunique(dropna=False).min() == 4
@@ -335,7 +304,7 @@ def test_hierarchies_equal_local(spark, adult_sample, adult_sample_df, options, 
                        max_partition_rows=SAMPLE_THRESHOLD, **options).toArrow().to_pandas()
     release = local_anonymize(adult_sample, QIS, 10, hierarchies=hierarchies, **options)
     assert (len(np.unique(release.pre_class)) > len(np.unique(release.groups))) == merged
-    assert _partition(out["id"], out["class"]) == _partition(adult_sample["id"], release.groups)
+    assert partition(out["id"], out["class"]) == partition(adult_sample["id"], release.groups)
     assert len(np.unique(out["class"].to_numpy() >> 32)) > 1  # Spark cut the top of the tree
     mine = out.set_index("id").loc[adult_sample["id"], QIS].astype(str).to_numpy()
     assert (mine == release.table[QIS].astype(str).to_numpy()).all()
