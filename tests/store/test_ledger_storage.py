@@ -133,3 +133,26 @@ def test_a_history_without_its_newest_release_still_counts_as_shown():
         after = composition.recorded(db.con, "people", refs, qis, 10)
     assert before is not None and after is not None
     assert after[0] == before[0] == "run:1" and list(after[1]) == list(before[1])
+
+
+@pytest.mark.parametrize("rows", [[1, 2, 2, 3], [5, 5], [3, 1, 3], [-2, -2, 7]])
+def test_identities_that_repeat_are_refused_in_any_order(rows):
+    # (strictly increasing identities are distinct without hashing: repeats side by side must still be found)
+    from crowddb.store import composition
+
+    with pytest.raises(PrivacyError, match=r"1 row\(s\) of people come twice"):
+        composition.distinct_rows("ANONYMIZE", "people", np.array(rows))
+    composition.distinct_rows("ANONYMIZE", "people", np.array(sorted(set(rows))))  # each once: accepted
+
+
+def test_a_planned_row_shown_twice_keeps_its_first_box_in_any_order():
+    from crowddb.store import composition
+
+    for rows, boxes, kept in (([4, 4, 9], ["a", "b", "c"], [(4, "a"), (9, "c")]),
+                              ([9, 4, 9], ["a", "b", "c"], [(9, "a"), (4, "b")]),
+                              ([1, 2, 3], ["a", "a", "b"], [(1, "a"), (2, "a"), (3, "b")])):
+        planned = composition.planned(np.array(rows), np.array(boxes, dtype=object))
+        texts = planned.boxes.column("box").to_pylist()
+        got = list(zip(planned.rows.column("row_ref").to_pylist(),
+                       [texts[i] for i in planned.rows.column("box_id").to_pylist()]))
+        assert got == kept

@@ -192,6 +192,7 @@ def test_distinct_rows_by_hand():
     assert first.tolist() == [0, 1, 2, 3] and inverse.tolist() == [0, 1, 2, 3, 1, 0, 0, 1]
     assert counts.tolist() == [3, 3, 1, 1]
     assert mo._distinct(np.arange(6).reshape(-1, 1), np.array([6]), None) is None  # all distinct: not worth it
+    assert mo._distinct(np.array([[0], [1], [2], [3], [0], [1]]), np.array([4]), None) is None  # 4 of 6: over half
     assert mo._distinct(codes, np.array([2, 3]), np.array(["a"] * 6, dtype=object)) is None  # not integer codes
 
 
