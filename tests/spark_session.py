@@ -40,7 +40,7 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     session = (SparkSession.builder.master("local[2]").appName("crowddb-tests")
-               .config("spark.driver.memory", "1g")
+               .config("spark.driver.memory", "2g")  # (1g: a late broadcast in the whole suite ran out of heap)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "4")
