@@ -250,7 +250,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
         at += rowoff[:n_act]
         c = flat.take(at)
         code, upto, nxt, state = _evaluate(c, size, lo.reshape(-1).take(fi), hi.reshape(-1).take(fi),
-                                           np.maximum(half, 1), wt, None if wt is None else rows_in)
+                                           np.maximum(half, 1), wt, rows_in)
         np.put(lo, fi, code[0])
         np.put(hi, fi, code[1])
         split = code[2]
@@ -274,7 +274,7 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
             cut &= l_ok
         retry = has > cut  # read but not cut: the partition stays whole for the next level ...
         lims = code[1]
-        if strict and (n_act if wt is None else rows_in.sum()) <= tail and retry.any():
+        if strict and rows_in.sum() <= tail and retry.any():
             # ... except in the last, small levels: there every remaining candidate dimension of the partition
             # is read at once and the widest allowable one is cut (the classic fallback order, batched), so a
             # few partitions failing dimension after dimension do not add level after level. The dimension just
@@ -288,9 +288,9 @@ def mondrian_groups(codes: np.ndarray, scales: list[np.ndarray], k: int, *, stri
                 ends = reps.cumsum()
                 pos = (starts.take(pp) - (ends - reps)).repeat(reps) + np.arange(ends[-1])
                 cc = flat.take(pos * rs + dims.repeat(reps))
-                rows2 = reps if wt is None else rows_in.take(pp)
+                rows2 = rows_in.take(pp)  # (rows; ``reps``: items, the same without weights)
                 code2, up2, nx2, st2 = _evaluate(cc, reps, lo.take(fj), hi.take(fj), half.take(pp),
-                                                 None if wt is None else wt.take(pos), None if wt is None else rows2)
+                                                 None if wt is None else wt.take(pos), rows2)
                 np.put(lo, fj, code2[0])
                 np.put(hi, fj, code2[1])
                 sd = scale_off.take(dims)
