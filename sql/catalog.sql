@@ -177,6 +177,25 @@ CREATE TABLE IF NOT EXISTS crowddb_ledger_tables (
     releases    BIGINT NOT NULL,
     identity    VARCHAR NOT NULL     -- how its rows are told apart: 'key:<column>' (hashed) or 'rowid'
 );
+-- true while the table has rows on record from one release only: their histories are that release's entries, read
+-- through crowddb_histories and never written (a first release appends its rows alone); the table's next release
+-- with rows writes them into crowddb_row_history first (composition.record). NULL (a database made before): false
+ALTER TABLE crowddb_ledger_tables ADD COLUMN IF NOT EXISTS pending BOOLEAN;
+
+-- Every published row's history, as crowddb_row_history holds it: its rows, and those of the tables whose one
+-- release's histories are still its entries (pending), each a hash of the release and the row's box (computed once
+-- per box). Read the histories here; composition.record writes crowddb_row_history.
+CREATE VIEW IF NOT EXISTS crowddb_histories AS
+WITH pending AS (
+    SELECT l.table_name, l.release, l.release_no, l.k
+    FROM crowddb_ledger_tables t JOIN crowddb_ledger l USING (table_name) WHERE t.pending),
+entries AS (
+    SELECT p.table_name, p.release_no, p.k, b.box_id, md5_number(p.release || chr(31) || b.box) AS history
+    FROM pending p JOIN crowddb_ledger_boxes b USING (release_no))
+SELECT table_name, row_ref, history, k, last_release_no, last_box_id FROM crowddb_row_history
+UNION ALL
+SELECT e.table_name, r.row_ref, e.history, e.k, r.release_no, r.box_id
+FROM entries e JOIN crowddb_ledger_rows r USING (release_no, box_id);
 
 -- Rows keep their identity: a table renamed, or made or filled from a table's rows (CREATE TABLE ... AS, INSERT ...
 -- SELECT), shares that table's privacy ledger and epsilon budget (store/links.py). ``carried``: JSON, the columns it

@@ -13,9 +13,11 @@ for ANONYMIZE), its k, and whether its rows could be tied to the table's; ``crow
 row): the row's identity (its table's declared key, hashed, else its rowid: ``privacy.tracing.row_identity``, through
 views, CTEs and subqueries: ``privacy.tracing.traced``) and its box as published; ``crowddb_row_history``, one row per
 published table row: its history (the XOR of a 128-bit hash of each of its entries), the smallest k promised to it and
-the release and box it was newest shown in. A release whose rows crowddb cannot tie to one table's rows (its
-quasi-identifiers come from a join of tables, an aggregate, a set operation) is recorded without rows: the guard then
-refuses every other release of that table, and that release too if the table has others (fail closed).
+the release and box it was newest shown in, read through ``crowddb_histories`` (a table's first release appends its
+rows alone: while a table has rows from one release, their histories are that release's entries, ``pending``, and
+its next release with rows writes them, folded with its own). A release whose rows crowddb cannot tie to one table's
+rows (its quasi-identifiers come from a join of tables, an aggregate, a set operation) is recorded without rows: the
+guard then refuses every other release of that table, and that release too if the table has others (fail closed).
 
 The guard runs before a release is published (a crowd run: before its HITs are posted; ANONYMIZE: before its rows
 are returned) and is one DuckDB statement over the ledger and the planned rows: each row's history so far, the planned
@@ -253,9 +255,11 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
     now, table = _identified(con, table)  # a copy's rows are its root's (``links``)
     # first: releases of one table are serialized (a concurrent one conflicts here and is retried, then checked
     # against this one's rows); the identity its first release was recorded under comes back
-    ((stored,),) = con.execute(
-        "INSERT INTO crowddb_ledger_tables VALUES (?, 1, ?) ON CONFLICT (table_name) DO UPDATE SET "
-        "releases = crowddb_ledger_tables.releases + 1 RETURNING identity", [table, now]).fetchall()
+    # (a table's first release leaves its rows' histories unwritten: ``pending``, crowddb_histories reads them)
+    ((stored, pending),) = con.execute(
+        "INSERT INTO crowddb_ledger_tables (table_name, releases, identity, pending) VALUES (?, 1, ?, true) "
+        "ON CONFLICT (table_name) DO UPDATE SET releases = crowddb_ledger_tables.releases + 1 "
+        "RETURNING identity, coalesce(pending, false)", [table, now]).fetchall()
     past = _past(con, table, release, now, stored)
     repeats = _check(con, table, release, k, rows, past)
     if past.continuing:  # a later round of a crowd run may add rows: the release is no longer what its fingerprint says
@@ -269,10 +273,17 @@ def record(con: duckdb.DuckDBPyConnection, table: str, release: str, k: int, row
              repeats, rows.quasi_identifiers if rows is not None else None]).fetchall()[0][0]
     if rows is None or not len(rows) or repeats is not None:  # a repeat is on record by reference
         return
-    rows, per_box = _numbered(con, number, rows, past.continuing, release)
-    with registered(con, __crowd_planned=rows.rows, __crowd_entries=_entries(rows, per_box)):
+    settle = pending and bool(past.earlier)  # another release's rows: the histories are written, folded with this one's
+    rows, per_box = _numbered(con, number, rows, past.continuing, release, entries=not pending or settle)
+    with registered(con, __crowd_planned=rows.rows,
+                    **({} if pending and not settle else {"__crowd_entries": _entries(rows, per_box)})):
         params = [table, int(k), number]
-        if not past.earlier and not past.continuing:  # the table's first release: each row's history is its entry
+        if settle:  # (before the new entries join the ledger, as a fold: ``mine`` reads it)
+            con.execute(_SETTLE, params).fetchall()
+            con.execute("UPDATE crowddb_ledger_tables SET pending = false WHERE table_name = ?", [table]).fetchall()
+        elif pending:  # the table's one release: each row's history is its entry (crowddb_histories)
+            pass
+        elif not past.earlier and not past.continuing:  # a first release again (the table's others were forgotten)
             con.execute(_FIRST, params).fetchall()
         else:  # before the new entries join the ledger (``mine`` reads it)
             con.execute(_FOLD, params).fetchall()
@@ -299,14 +310,19 @@ def _box_entries(release: str) -> str:
     return f"({h} >> 64)::UBIGINT AS hi, ({h} & {2 ** 64 - 1}::UHUGEINT)::UBIGINT AS lo"
 
 
-def _numbered(con: duckdb.DuckDBPyConnection, number: int, rows: Planned, continuing: bool, release: str
-              ) -> tuple[Planned, dict[str, np.ndarray]]:
+def _numbered(con: duckdb.DuckDBPyConnection, number: int, rows: Planned, continuing: bool, release: str,
+              entries: bool = True) -> tuple[Planned, dict[str, np.ndarray] | None]:
     """Put the boxes of ``rows`` on record as boxes of release ``number`` (one row per text) and return ``rows`` with
     the box ids they are stored under. A first round's boxes keep their ids; a later round's text shown by an earlier
     round keeps that round's id (one box, one id), and a new text is numbered after the release's others. Also each
-    box's entry (``_box_entries``: box_id, hi, lo), by the statement that stores it when it is new."""
+    box's entry (``_box_entries``: box_id, hi, lo), by the statement that stores it when it is new; None without
+    ``entries`` (histories left pending)."""
     if not continuing:  # (the entries by the INSERT's RETURNING: one statement, one registration)
         with registered(con, __crowd_boxes=rows.boxes):
+            if not entries:
+                con.execute("INSERT INTO crowddb_ledger_boxes SELECT ?, box_id, box FROM __crowd_boxes",
+                            [number]).fetchall()
+                return rows, None
             return rows, con.execute("INSERT INTO crowddb_ledger_boxes SELECT ?, box_id, box FROM __crowd_boxes "
                                      f"RETURNING box_id, {_box_entries(release)}", [number]).fetchnumpy()
     stored = con.execute("SELECT box, box_id FROM crowddb_ledger_boxes WHERE release_no = ?", [number]).fetchall()
@@ -325,6 +341,8 @@ def _numbered(con: duckdb.DuckDBPyConnection, number: int, rows: Planned, contin
     rows = Planned(pa.table({"row_ref": rows.rows.column("row_ref"), "box_id": box_ids}),
                    pa.table({"box_id": np.array([ids[t] for t in shown], dtype=np.int64),
                              "box": pa.array(shown, pa.string())}), rows.fingerprint, rows.quasi_identifiers)
+    if not entries:
+        return rows, None
     with registered(con, __crowd_boxes=rows.boxes):
         return rows, con.execute(f"SELECT box_id, {_box_entries(release)} FROM __crowd_boxes").fetchnumpy()
 
@@ -346,7 +364,7 @@ def recorded(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray, quasi
     with registered(con, __crowd_want=want):
         seen, fits = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE l.quasi_identifiers = ? AND l.k >= ?) "
-            "FROM crowddb_row_history h LEFT JOIN crowddb_ledger l ON l.release_no = h.last_release_no "
+            "FROM crowddb_histories h LEFT JOIN crowddb_ledger l ON l.release_no = h.last_release_no "
             "WHERE h.table_name = ? AND h.row_ref IN (SELECT row_ref FROM __crowd_want)",
             [qis, int(k), table]).fetchall()[0]
         if not seen:
@@ -388,9 +406,9 @@ def joint_classes(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) 
             # each touched history numbered once (exact; a text cast of the UHUGEINT costs seconds per 100k rows,
             # and numbering the members in order of their history a sort of all of them); members in no order
             "WITH touched AS (SELECT history, row_number() OVER () AS number FROM (SELECT DISTINCT history "
-            "FROM crowddb_row_history WHERE table_name = ? AND row_ref IN (SELECT row_ref FROM __crowd_want))) "
+            "FROM crowddb_histories WHERE table_name = ? AND row_ref IN (SELECT row_ref FROM __crowd_want))) "
             "SELECT h.row_ref, touched.number AS history, h.last_release_no, h.last_box_id, h.k "
-            "FROM crowddb_row_history h JOIN touched USING (history) WHERE h.table_name = ?",
+            "FROM crowddb_histories h JOIN touched USING (history) WHERE h.table_name = ?",
             params=[links.root(con, table), links.root(con, table)]).to_arrow_table()
     # the newest box, its release, k and quasi-identifiers repeat on every member of a class: read once per (release,
     # box) and handed to the members as categorical codes (a million strings cost far more to build than codes)
@@ -415,7 +433,7 @@ def joint_classes(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) 
 
 
 #: each row's history with the release (``l``) and the box (``b``) it was newest shown in
-_NEWEST = ("crowddb_row_history h LEFT JOIN crowddb_ledger l ON l.release_no = h.last_release_no "
+_NEWEST = ("crowddb_histories h LEFT JOIN crowddb_ledger l ON l.release_no = h.last_release_no "
            "LEFT JOIN crowddb_ledger_boxes b ON b.release_no = h.last_release_no AND b.box_id = h.last_box_id")
 
 
@@ -529,14 +547,14 @@ def shown_before(con: duckdb.DuckDBPyConnection, table: str, rows: np.ndarray) -
     if not len(rows) or not _has_history(con, table):
         return 0
     with registered(con, __crowd_want=pa.table({"row_ref": pd.unique(rows)})):
-        return int(con.execute("SELECT count(*) FROM crowddb_row_history WHERE table_name = ? AND row_ref IN "
+        return int(con.execute("SELECT count(*) FROM crowddb_histories WHERE table_name = ? AND row_ref IN "
                                "(SELECT row_ref FROM __crowd_want)", [links.root(con, table)]).fetchall()[0][0])
 
 
 def smallest_class(con: duckdb.DuckDBPyConnection, table: str) -> tuple[int | None, int]:
     """The smallest joint class among the published rows of ``table`` (rows with the same history) and how many
     rows are in classes of that size; (None, 0) when nothing of it was published."""
-    found = con.execute("SELECT size, count(*) * size FROM (SELECT count(*) AS size FROM crowddb_row_history "
+    found = con.execute("SELECT size, count(*) * size FROM (SELECT count(*) AS size FROM crowddb_histories "
                         "WHERE table_name = ? GROUP BY history) GROUP BY size ORDER BY size LIMIT 1",
                         [links.root(con, table)]).fetchall()
     return (int(found[0][0]), int(found[0][1])) if found else (None, 0)
@@ -620,7 +638,7 @@ added AS (
     SELECT p.row_ref, b.h, b.box_id FROM __crowd_planned p JOIN boxes b USING (box_id)
     WHERE p.row_ref NOT IN (SELECT row_ref FROM mine)),
 now AS (
-    SELECT row_ref, history, k FROM crowddb_row_history WHERE table_name = $1),
+    SELECT row_ref, history, k FROM crowddb_histories WHERE table_name = $1),
 after AS (
     SELECT coalesce(n.row_ref, a.row_ref) AS row_ref,
            CASE WHEN a.row_ref IS NULL THEN n.history
@@ -648,6 +666,23 @@ WHEN MATCHED THEN UPDATE SET history = xor(r.history, a.h), k = least(r.k, $2), 
     last_box_id = a.box_id
 WHEN NOT MATCHED THEN INSERT (table_name, row_ref, history, k, last_release_no, last_box_id)
     VALUES ($1, a.row_ref, a.h, $2, $3, a.box_id)
+"""
+
+# a table's one release's histories (``pending``: read through crowddb_histories until now) written with the
+# entries of the rows a second release adds folded in (``_NEXT``'s ``after``, with each row's newest box): one INSERT
+# where the histories written first and then folded by ``_FOLD`` would update every row again; $1 the table, $2 the
+# release's k, $3 its number
+_SETTLE = f"""
+INSERT INTO crowddb_row_history (table_name, row_ref, history, k, last_release_no, last_box_id)
+SELECT $1, coalesce(n.row_ref, a.row_ref),
+       CASE WHEN a.row_ref IS NULL THEN n.history ELSE xor(coalesce(n.history, 0::UHUGEINT), a.h) END,
+       CASE WHEN a.row_ref IS NULL THEN n.k WHEN n.k IS NULL THEN $2 ELSE least(n.k, $2) END,
+       CASE WHEN a.row_ref IS NULL THEN n.last_release_no ELSE $3 END,
+       CASE WHEN a.row_ref IS NULL THEN n.last_box_id ELSE a.box_id END
+FROM (SELECT row_ref, history, k, last_release_no, last_box_id FROM crowddb_histories WHERE table_name = $1) n
+FULL OUTER JOIN (SELECT row_ref, {_ENTRY} AS h, box_id FROM __crowd_entries
+                 WHERE row_ref NOT IN (SELECT row_ref FROM crowddb_ledger_rows WHERE release_no = $3)) a
+ON n.row_ref = a.row_ref
 """
 
 _FIRST = f"""

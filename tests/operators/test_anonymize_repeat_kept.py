@@ -76,7 +76,7 @@ def _run(session: list[tuple[str, bool]]) -> tuple[list, dict[str, list]]:
                                "FROM crowddb_releases ORDER BY release_id").fetchall(),
             "ledger": db.sql("SELECT release, table_name, k, traceable, fingerprint, repeats, quasi_identifiers "
                              "FROM crowddb_ledger ORDER BY ALL").fetchall(),
-            "histories": db.sql("SELECT table_name, row_ref, history, k FROM crowddb_row_history "
+            "histories": db.sql("SELECT table_name, row_ref, history, k FROM crowddb_histories "
                                 "ORDER BY ALL").fetchall(),
         }
     return out, tables

@@ -315,9 +315,46 @@ def test_each_row_s_history_is_the_fold_of_its_ledger_entries(db):
     db.sql("SELECT id, getposition(*, k := 5) FROM people").df()
     db.sql("SELECT id, getposition(*, k := 20) FROM people").df()
     db.sql("SELECT * FROM ANONYMIZE(people, k := 5)").fetchall()
-    kept = {r: (int(h), k) for r, h, k in db.sql("SELECT row_ref, history, k FROM crowddb_row_history").fetchall()}
+    kept = {r: (int(h), k) for r, h, k in db.sql("SELECT row_ref, history, k FROM crowddb_histories").fetchall()}
     assert len(kept) == 120 and kept == _fold(db)
     assert {k for _, k in kept.values()} == {5}
+
+
+def _histories(db, source: str) -> dict:
+    return {r: (int(h), k, n, b) for r, h, k, n, b in db.sql(
+        f"SELECT row_ref, history, k, last_release_no, last_box_id FROM {source}").fetchall()}
+
+
+def test_a_table_s_one_release_leaves_its_histories_pending_until_a_second_one_folds_into_them(db):
+    """A first release appends its rows alone: their histories are its entries, read through crowddb_histories; the
+    next release with rows of its own writes them first and folds its entries in, as if they had been written."""
+    db.sql("SELECT id, getposition(*, k := 5) FROM people").df()
+    assert _histories(db, "crowddb_row_history") == {}
+    assert db.sql("SELECT pending FROM crowddb_ledger_tables").fetchall() == [(True,)]
+    first = _histories(db, "crowddb_histories")
+    assert {r: v[:2] for r, v in first.items()} == _fold(db) and len(first) == 120
+    boxes = dict(db.sql("SELECT row_ref, box_id FROM crowddb_ledger_rows").fetchall())
+    assert {r: v[2:] for r, v in first.items()} == {r: (1, b) for r, b in boxes.items()}  # newest: run 1's box
+    db.sql(f"SELECT id, getposition(*, k := 20, domain := {OTHER}) FROM people").df()  # k=5 classes merged
+    assert db.sql("SELECT pending FROM crowddb_ledger_tables").fetchall() == [(False,)]
+    written = _histories(db, "crowddb_row_history")
+    assert written == _histories(db, "crowddb_histories") and len(written) == 120
+    assert {r: v[:2] for r, v in written.items()} == _fold(db)
+    assert {v[2] for v in written.values()} == {2}
+
+
+def test_a_pending_release_never_posted_leaves_nothing_and_the_next_one_is_pending_again(db):
+    from crowddb.store import Store
+
+    db.sql("SELECT id, getposition(*, k := 5) FROM people").df()
+    hits = [h for (h,) in db.sql("SELECT hit_id FROM crowddb_hits WHERE run_id = 1").fetchall()]
+    db.con.execute("UPDATE crowddb_hits SET status = 'publishing' WHERE run_id = 1").fetchall()  # killed before publish
+    Store(db.con).drop_unposted(hits)
+    assert db.sql("SELECT count(*) FROM crowddb_ledger").fetchall() == [(0,)]
+    assert _histories(db, "crowddb_histories") == {}
+    db.sql(f"SELECT id, getposition(*, k := 20, domain := {OTHER}) FROM people").df()
+    assert _histories(db, "crowddb_row_history") == {}
+    assert {r: v[:2] for r, v in _histories(db, "crowddb_histories").items()} == _fold(db) and len(_fold(db)) == 120
 
 
 def test_planned_keeps_each_row_once_with_its_first_box():
