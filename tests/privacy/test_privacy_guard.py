@@ -432,6 +432,8 @@ def test_two_connections_racing_crossing_releases_never_both_publish(tmp_path):
 
 @pytest.mark.parametrize("statement", [
     "DELETE FROM crowddb_published", "UPDATE crowddb_row_history SET k = 1", "DROP TABLE crowddb_ledger",
+    "CREATE OR REPLACE VIEW crowddb_histories AS SELECT * FROM crowddb_row_history",
+    "UPDATE crowddb_ledger_tables SET pending = false",
     "INSERT INTO crowddb_ledger VALUES ('run:9', 'people', 2, true, NULL, NULL, NULL, now())"])
 def test_plain_sql_cannot_rewrite_the_ledger(db, statement):
     db.sql("SELECT id, getposition(*, k := 10) FROM people").df()
