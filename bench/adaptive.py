@@ -126,8 +126,8 @@ def fixed(crowd: ReplayCrowd, n: int, seed: int) -> pd.DataFrame:
 
 
 def adaptive(crowd: ReplayCrowd, classes: list, seed: int, *, target: float, max_assignments: int,
-             quality_aware: bool, model: str = "auto", each_item: bool = False, calibration: str | None = "loo"
-             ) -> tuple[pd.DataFrame, object]:
+             quality_aware: bool, model: str = "auto", each_item: bool = False, calibration: str | None = "loo",
+             bound: dict | None = None) -> tuple[pd.DataFrame, object]:
     """Rounds until no item needs more, as the SQL operator's loop runs (not max_assignments rounds: an item the rule
     accepted in one round may be asked again in a later one, and an item at the target bought to make up for items
     capped below it starts late): returns the answers bought and the last StopState. Each round buys at least one
@@ -135,6 +135,7 @@ def adaptive(crowd: ReplayCrowd, classes: list, seed: int, *, target: float, max
     crowd.reset(seed)
     rng = np.random.default_rng(seed + 1000)
     items = crowd.tasks
+    bound = bound or {}  # bound_level, tolerance: the stopping rule's defaults unless given
     bought = pd.DataFrame({"object": pd.Series([], dtype=items.dtype), "worker": pd.Series([], dtype=object),
                            "label": pd.Series([], dtype=object)})
     state = None
@@ -143,7 +144,7 @@ def adaptive(crowd: ReplayCrowd, classes: list, seed: int, *, target: float, max
             need = items
         else:
             state = stopping_rule(bought, target=target, max_assignments=max_assignments, classes=classes,
-                                  items=items, model=model, each_item=each_item, calibration=calibration)
+                                  items=items, model=model, each_item=each_item, calibration=calibration, **bound)
             need = state.need_more
         left = crowd.remaining().loc[need]
         need = left.index[left.to_numpy() > 0]  # a replayed task with no recorded answer left stops where it is
@@ -164,13 +165,13 @@ def adaptive(crowd: ReplayCrowd, classes: list, seed: int, *, target: float, max
             break
         bought = pd.concat([bought, _frame(got)], ignore_index=True)
     state = stopping_rule(bought, target=target, max_assignments=max_assignments, classes=classes, items=items,
-                          model=model, each_item=each_item, calibration=calibration)
+                          model=model, each_item=each_item, calibration=calibration, **bound)
     return bought, state
 
 
 def run_dataset(name: str, answers: pd.DataFrame, truth: pd.Series, seeds: list[int], targets: list[float],
-                max_assignments: int = 9, calibration: str | None = "loo", simulated_crowd: bool = False
-                ) -> list[dict]:
+                max_assignments: int = 9, calibration: str | None = "loo", simulated_crowd: bool = False,
+                result_only: bool = False, bound: dict | None = None) -> list[dict]:
     crowd = ReplayCrowd(answers, truth)
     classes = sorted(pd.unique(answers["answer"]).tolist())
     known = true_model(crowd, truth, classes) if simulated_crowd else None
@@ -192,11 +193,12 @@ def run_dataset(name: str, answers: pd.DataFrame, truth: pd.Series, seeds: list[
         three = fixed(crowd, 3, seed)
         add("fixed-3 DS", three, DawidSkene().fit(three["object"], three["worker"], three["label"]).truths_, 0.0)
         for target in targets:
-            for each_item in (False, True):
+            for each_item in (False,) if result_only else (False, True):
                 for qa in (False, True):
                     t0 = time.perf_counter()
                     bought, state = adaptive(crowd, classes, seed, target=target, max_assignments=max_assignments,
-                                             quality_aware=qa, each_item=each_item, calibration=calibration)
+                                             quality_aware=qa, each_item=each_item, calibration=calibration,
+                                             bound=bound)
                     label = f"{'each item' if each_item else 'adaptive'}{'+QA' if qa else ''} t={target:g}"
                     seconds = time.perf_counter() - t0
                     scored = truth.index.intersection(state.confidence.index)
@@ -206,9 +208,12 @@ def run_dataset(name: str, answers: pd.DataFrame, truth: pd.Series, seeds: list[
                         item_posteriors(bought, known).max(axis=1).reindex(scored).fillna(0.0).mean()))
                     # uncertain: capped below the target, or still asked below it with no recorded answer left
                     short = (state.status == "more") & (state.confidence < target)
+                    lead = state.confidence.to_numpy()[state.status.to_numpy() != "gold"]
                     add(label, bought, state.truth, seconds,
                         {"uncertain": int((state.status == "uncertain").sum()) + int(short.sum()),
                          "expected": state.expected_accuracy,
+                         # the sd of the result's share of right answers under the model (Poisson-binomial)
+                         "model_sd": float(np.sqrt(np.sum(lead * (1 - lead)))) / max(len(lead), 1),
                          "expected_scored": float(state.confidence.loc[scored].mean()), "expected_true": true_exp})
     return rows
 
@@ -265,6 +270,15 @@ def main() -> None:
     ap.add_argument("--sql", action="store_true", help="also run every replayed set through SQL, seed 0: fixed-5 "
                                                        "MV and DS, accuracy := 0.95 without and with quality-aware "
                                                        "assignment")
+    ap.add_argument("--result-only", action="store_true",
+                    help="adaptive policies for the result's target only (no each_item runs)")
+    ap.add_argument("--bound-level", default=None,
+                    help="the stopping rule's bound_level (a confidence level, or 'none': the expected accuracy "
+                         "alone); default: crowddb.truth.adaptive.BOUND_LEVEL")
+    ap.add_argument("--tolerance", type=float, default=None,
+                    help="the stopping rule's tolerance; default: crowddb.truth.adaptive.TOLERANCE")
+    ap.add_argument("--no-prediction", action="store_true", help="skip explain()'s prediction against the runs")
+    ap.add_argument("--rows", type=Path, default=None, help="write every run's row (each seed, each crowd) to this CSV")
     ap.add_argument("--plot", default=None, help="directory for PNGs of accuracy against answers bought, one per "
                                                  "data set (needs the plot extra: matplotlib)")
     args = ap.parse_args()
@@ -274,6 +288,11 @@ def main() -> None:
     targets = ([float(t) for t in args.targets.split(",")] if args.targets
                else [0.95] if args.quick else [0.8, 0.9, 0.95, 0.99])
     calibration = None if args.calibration == "none" else args.calibration
+    bound: dict = {}
+    if args.bound_level is not None:
+        bound["bound_level"] = None if args.bound_level == "none" else float(args.bound_level)
+    if args.tolerance is not None:
+        bound["tolerance"] = args.tolerance
     sets: list[tuple[str, pd.DataFrame, pd.Series]] = [(f"{a.parent.name}/{a.stem} (replay)", *load_csv(a, t))
                                                        for a, t in zip(args.answers, args.truth)]
     if args.only_given:
@@ -290,11 +309,14 @@ def main() -> None:
         sets = [s for s in sets if any(part in s[0] for part in args.sets)]
         sims = [s for s in sims if any(part in s[0] for part in args.sets)]
     rows: list[dict] = []
-    for name, answers, truth in sets:
+    for i, (name, answers, truth) in enumerate(sets):
         t0 = time.perf_counter()
-        rows += run_dataset(name, answers, truth, seeds, targets, calibration=calibration,
-                            simulated_crowd=name.startswith("sim "))
+        rows += [r | {"crowd": i} for r in run_dataset(name, answers, truth, seeds, targets, calibration=calibration,
+                                                       simulated_crowd=name.startswith("sim "),
+                                                       result_only=args.result_only, bound=bound)]
         print(f"  {name}: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    if args.rows:
+        pd.DataFrame(rows).to_csv(args.rows, index=False)
     out = table(rows)
     recorded = {name: len(answers) for name, answers, _ in sets}  # the crowds of one name hold as many answers
     pd.set_option("display.width", 200)
@@ -347,7 +369,7 @@ def main() -> None:
             print(sql.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep=""))
     print()
     print("prediction (explain()) vs bought, adaptive target 0.95 max 9, seed 0")
-    for name, answers, truth, q in sims:
+    for name, answers, truth, q in [] if args.no_prediction else sims:
         r = predicted_vs_bought(name, answers, truth, q, 0, calibration)
         for basis in ("prior", "estimated", "true"):
             p = r[basis]

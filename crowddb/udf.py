@@ -55,11 +55,19 @@ OVERRIDES: dict[str, Param] = {
                       "item's with each_item := true), strictly between 0 and 1 (e.g. 0.95)"),
     "max_assignments": Param(int, minimum=1, nullable=False, hint=" (the most assignments one item may get)"),
     "each_item": Param(bool, nullable=False),
+    # issue 28 (ours): the result's target also holds as a one-sided lower confidence bound at bound_level on its
+    # measured accuracy, reaching accuracy - tolerance (crowddb.truth.adaptive.BOUND_LEVEL, TOLERANCE by default)
+    "bound_level": Param(NUMBER, nullable=False,
+                         check=lambda v: None if 0.5 <= v < 1 else "bound_level is the confidence level of the lower "
+                         "bound on the result's accuracy, in [0.5, 1) (e.g. 0.99)"),
+    "tolerance": Param(NUMBER, nullable=False,
+                       check=lambda v: None if 0 <= v < 1 else "tolerance is how far below the accuracy target the "
+                       "lower bound may be, in [0, 1) (e.g. 0.01)"),
 }
 #: max_assignments of an accuracy target that does not name one (the issue's example)
 DEFAULT_MAX_ASSIGNMENTS = 9
 #: the overrides that turn a call into an accuracy-target (adaptive) call; ``assignments :=`` conflicts with them
-ADAPTIVE_OVERRIDES = ("accuracy", "max_assignments", "each_item")
+ADAPTIVE_OVERRIDES = ("accuracy", "max_assignments", "each_item", "bound_level", "tolerance")
 #: the value of a definition's ``domain`` that means "the distinct values of the input's ground-truth column"
 GROUND_TRUTH_DOMAIN = "ground_truth"
 
@@ -159,6 +167,9 @@ class HumanOperator:
     accuracy: float | None = None
     max_assignments: int | None = None
     each_item: bool | None = None
+    # the lower bound on the result's accuracy (ours; None: crowddb.truth.adaptive's BOUND_LEVEL and TOLERANCE)
+    bound_level: float | None = None
+    tolerance: float | None = None
     source: str = "<python>"
 
     def __post_init__(self) -> None:
@@ -214,7 +225,9 @@ class HumanOperator:
         """An accuracy target (issue 28): a probability, with a positive integer cap on the assignments per item."""
         if self.accuracy is None:
             for field, what in (("max_assignments", "caps an accuracy target's rounds"),
-                                ("each_item", "says whether an accuracy target holds for each item")):
+                                ("each_item", "says whether an accuracy target holds for each item"),
+                                ("bound_level", "is the confidence of an accuracy target's lower bound"),
+                                ("tolerance", "is how far below an accuracy target its lower bound may be")):
                 if getattr(self, field) is not None:
                     raise ArgumentError(f"{where}: {field} {what}; add accuracy := 0.95 (with {field}), or ask a "
                                         "fixed number with assignments := N instead")
@@ -231,6 +244,12 @@ class HumanOperator:
         if not _is_int(self.max_assignments) or int(self.max_assignments) < 1:
             raise ArgumentError(f"{where}: max_assignments must be a positive integer (e.g. 9), "
                                 f"got {self.max_assignments!r}")
+        if self.bound_level is not None and not (_is_number(self.bound_level) and 0.5 <= self.bound_level < 1):
+            raise ArgumentError(f"{where}: bound_level must be a confidence level in [0.5, 1) (e.g. 0.99), "
+                                f"got {self.bound_level!r}")
+        if self.tolerance is not None and not (_is_number(self.tolerance) and 0 <= self.tolerance < 1):
+            raise ArgumentError(f"{where}: tolerance must be an accuracy difference in [0, 1) (e.g. 0.01), "
+                                f"got {self.tolerance!r}")
         if self.kind != "tuple":
             raise ArgumentError(f"{where}: accuracy := is for tuple operators (one answer per row); a pick-a-row "
                                 "operator's knock-out rounds take assignments := N")
@@ -301,7 +320,7 @@ class HumanOperator:
         if "domain" in changes:
             changes["domain"] = tuple(str(v) for v in changes["domain"])
         if "assignments" in changes:  # a fixed number asked in the call wins over a definition's accuracy target
-            changes.update(accuracy=None, max_assignments=None, each_item=None)
+            changes.update(accuracy=None, max_assignments=None, each_item=None, bound_level=None, tolerance=None)
         return dataclasses.replace(self, **changes)
 
     @classmethod

@@ -266,12 +266,20 @@ class HumanOperatorRun:
                                 "label": on_record["answer"].astype(str).to_numpy()})
         return adaptive.stopping_rule(answers, target=float(op.accuracy), max_assignments=int(op.max_assignments),
                                       classes=list(self.domain), items=names.to_numpy(), each_item=bool(op.each_item),
-                                      gold=known)
+                                      gold=known, **self._bound())
+
+    def _bound(self) -> dict[str, float]:
+        """The lower bound the result's accuracy is held to (``bound_level :=``, ``tolerance :=``; unset: the
+        stopping rule's defaults, ``adaptive.BOUND_LEVEL`` and ``adaptive.TOLERANCE``)."""
+        op = self.op
+        return {"bound_level": adaptive.BOUND_LEVEL if op.bound_level is None else float(op.bound_level),
+                "tolerance": adaptive.TOLERANCE if op.tolerance is None else float(op.tolerance)}
 
     def _adaptive(self, items: pd.DataFrame, hits: pd.DataFrame, layout: pd.DataFrame, known: KnowledgeBase | None,
                   bar: Any) -> pd.DataFrame:
         """Buy in rounds until the result's expected accuracy (with ``each_item``: every item's leading posterior)
-        reaches the target, items stopping at max_assignments answers (CDAS's online early termination): round 1
+        reaches the target and its lower confidence bound the target minus the tolerance (``adaptive.BOUND_LEVEL``,
+        ``adaptive.TOLERANCE``), items stopping at max_assignments answers (CDAS's online early termination): round 1
         asks one answer of each item none is on record for (``hits``); after each round the stopping rule, over
         every answer on record for these items, gives the items it picks one more assignment from workers who have
         not answered them (``HitBatch.exclude``): items below the target and, when items capped below it leave the
@@ -331,7 +339,11 @@ class HumanOperatorRun:
             "done": summary["done"], "accepted": summary["accepted"], "uncertain": summary["uncertain"],
             "gold": summary["gold"],
             "unanswered": short, "model": state.model.kind,
-            "mean_confidence": round(float(confidence.mean()), 6), "min_confidence": round(float(confidence.min()), 6)}
+            "mean_confidence": round(float(confidence.mean()), 6), "min_confidence": round(float(confidence.min()), 6),
+            # the one-sided lower confidence bound on the result's accuracy the rule holds to accuracy - tolerance
+            "accuracy_bound": None if op.each_item else round(state.accuracy_bound, 6),
+            "bound_level": None if op.each_item else state.bound_level,
+            "tolerance": None if op.each_item else state.tolerance}
         self.ctx.reports.append(report)
         if self.plan is not None:
             self.plan.rounds = round_no
@@ -340,7 +352,8 @@ class HumanOperatorRun:
                 f"max_assignments := {op.max_assignments}"
                 + (f" ({short} of them because the platform had no more answers for them)" if short else "")
                 + ("" if op.each_item else f"; {summary['accepted']} accepted below the target, the result's mean "
-                   f"confidence {confidence.mean():.3f} meeting it"))]))
+                   f"confidence {confidence.mean():.3f}, its {state.bound_level:.0%} lower bound "
+                   f"{state.accuracy_bound:.3f} (held to {op.accuracy - state.tolerance:g})"))]))
         answers = pd.DataFrame({"item_id": every["item_id"].to_numpy(), "answer": truth.to_numpy(),
                                 CONFIDENCE: confidence.to_numpy(dtype=float)})
         return items[[ROW_ID, "item_id"]].merge(answers, on="item_id")[[ROW_ID, "answer", CONFIDENCE]]
@@ -400,7 +413,7 @@ class HumanOperatorRun:
                 qualities = state.model.accuracy.to_numpy()
         pred = adaptive.predict_assignments(open_items, len(self.domain), target=float(op.accuracy),
                                             max_assignments=int(op.max_assignments), qualities=qualities,
-                                            each_item=bool(op.each_item))
+                                            each_item=bool(op.each_item), **self._bound())
         cap, rounds = op.tuples_per_hit, int(op.max_assignments)
         expected, low, high = (max(x - held, 0.0) for x in (pred.expected, pred.low, pred.high))
         # answers become HIT assignments tuples_per_hit at a time; each later round may add one partial HIT (ours)

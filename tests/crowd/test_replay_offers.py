@@ -146,13 +146,13 @@ class Spy(ReplayCrowd):
         super().publish(batch, knowledge=knowledge)
 
 
-def _target(crowd, tasks, max_assignments: int):
-    """An accuracy target over ``tasks`` on ``crowd``: the result, every answer with its HIT, item and task, and the
-    run's report."""
+def _target(crowd, tasks, max_assignments: int, more: str = ""):
+    """An accuracy target over ``tasks`` on ``crowd`` (``more``: further arguments of the call): the result, every
+    answer with its HIT, item and task, and the run's report."""
     with crowddb.connect(platform=crowd, seed=1, progress=False) as db:
         db.load_frame("tasks", pd.DataFrame({"task": tasks}))
         result = db.sql("SELECT task, getposition(task, domain := ['x', 'y'], accuracy := 0.95, "
-                        f"max_assignments := {max_assignments}, tuples_per_hit := 4) AS label FROM tasks "
+                        f"max_assignments := {max_assignments}, tuples_per_hit := 4{more}) AS label FROM tasks "
                         "ORDER BY task").df()
         got = db.sql("SELECT a.hit_id, a.item_no, i.content, a.worker_id, a.answer FROM crowddb_answers a "
                      "JOIN crowddb_hit_items i USING (hit_id, item_no) ORDER BY a.hit_id, a.item_no").df()
@@ -161,9 +161,11 @@ def _target(crowd, tasks, max_assignments: int):
     return result, got, report
 
 
-def accuracy_target(offers):
+def accuracy_target(offers, more: str = ", tolerance := 0.9"):
+    """By default the result's expected accuracy alone decides (tolerance := 0.9 puts the lower bound at 0.05, met
+    by any result): the decisions the pins below were measured and recomputed for."""
     crowd = Spy(DENSE, seed=0, task_column="task", offers=offers)
-    result, got, report = _target(crowd, TASKS, 4)
+    result, got, report = _target(crowd, TASKS, 4, more)
     offered = pd.concat(crowd.offers, ignore_index=True) if crowd.offers else None
     return result, got, report, offered
 
@@ -194,6 +196,20 @@ def test_an_accuracy_target_through_sql_is_answered_by_the_workers_it_picks():
     for res in (result, plain):
         assert (res["label"] == res["task"].map(TRUTH)).all()
     assert not got.duplicated(["task", "worker_id"]).any() and not plain_got.duplicated(["task", "worker_id"]).any()
+
+
+@pytest.mark.parametrize("offers, pins", [(True, [49, 16]), (False, [56, 12])])
+def test_a_lower_bound_out_of_reach_asks_every_open_item_as_each_item_does(offers, pins):
+    """With the default lower bound (0.99 on the result's accuracy at 0.95 - 0.01) on 16 tasks the bound is out of
+    reach (one wrong answer in 16 is 0.06; the report's bound ends near 0.82), so every round asks every open item
+    and no item at the target (result_rule: all open items when they cannot meet it; items at the target only when
+    one round of them can): the same answers, from the same workers, as each_item := true buys (measured: 49 answers,
+    16 from g with offers; 56 and 12 without), more than the expected accuracy alone (43 and 49 above)."""
+    _, got, report, _ = accuracy_target(offers, more="")
+    _, each, _, _ = accuracy_target(offers, more=", each_item := true")
+    assert got[["hit_id", "item_no", "worker_id", "answer"]].equals(each[["hit_id", "item_no", "worker_id", "answer"]])
+    assert [report["answers"], int((got["worker_id"] == "g").sum())] == pins
+    assert report["accuracy_bound"] < 0.94 <= report["mean_confidence"]
 
 
 

@@ -108,6 +108,23 @@ def test_the_results_expected_accuracy_reached_the_target(ran):
         state.truth.value_counts().to_dict().items())
 
 
+def test_the_results_lower_bound_reached_the_target_minus_the_tolerance(ran):
+    """The run stops once the result's 0.99 lower confidence bound reaches 0.95 - 0.01 (adaptive.BOUND_LEVEL,
+    TOLERANCE): the report's bound, recomputed here from the answers' posteriors by its formula (the Poisson-binomial
+    of the posteriors, refined normal quantile), is at least 0.94; the same answers under the mean alone ask nothing
+    either (the bound asks more than the mean)."""
+    db, _, _, result, report = ran
+    p = result["guess_confidence"].to_numpy()
+    z, v = 2.3263479, p * (1 - p)
+    bound = (p.sum() - z * np.sqrt(v.sum()) + (z * z - 1) * (v * (1 - 2 * p)).sum() / (6 * v.sum())) / len(p)
+    assert (report["bound_level"], report["tolerance"]) == (0.99, 0.01)
+    assert report["accuracy_bound"] == pytest.approx(bound, abs=1e-6)
+    assert bound >= TARGET - 0.01 and p.mean() >= TARGET
+    state = stopping_rule(on_record(db), target=TARGET, max_assignments=CAP, bound_level=None,
+                          classes=sorted(people_frame(N)["job"].unique()))
+    assert len(state.need_more) == 0
+
+
 def test_each_item_asks_every_item_to_the_target_or_its_cap(ran):
     with open_db(crowd()) as db:
         result = db.sql(QUERY.replace("max_assignments", "each_item := true, max_assignments")).df()
@@ -174,6 +191,11 @@ def test_explain_after_the_run_predicts_nothing_more(ran):
     ("accuracy := 0.9, each_item := 'yes'", "each_item"),
     ("each_item := false, assignments := 3", "pass one or the other"),
     ("accuracy := 0.9, gold := 0.1", "gold"),
+    ("accuracy := 0.9, bound_level := 1", r"in \[0.5, 1\)"),
+    ("accuracy := 0.9, bound_level := 0.4", r"in \[0.5, 1\)"),
+    ("accuracy := 0.9, tolerance := -0.01", r"in \[0, 1\)"),
+    ("tolerance := 0.02", "add accuracy := 0.95"),
+    ("bound_level := 0.9, assignments := 3", "pass one or the other"),
 ])
 def test_bad_arguments_raise_before_anything_is_published(args, says):
     platform = crowd(RecordingCrowd)
@@ -373,11 +395,14 @@ def test_known_answers_anchor_the_model_and_are_not_asked_again():
         assert int((state.status == "gold").sum()) == len(known) and len(state.need_more) == 0
 
 
-def test_items_at_the_target_asked_again_go_through_the_loop_like_the_others(monkeypatch):
-    """When items capped below the target leave the result short and the open items cannot close the gap, the rule
-    asks items at the target again (adaptive.result_rule's spare items; here a Beta(8, 2) crowd at
-    max_assignments := 4 over 120 rows, where the decisions after rounds 5 and 6 do, 13 and 42 items, measured;
-    later decisions find the target out of reach and buy none). The loop posts them like any item asked:
+@pytest.mark.parametrize("cap, bound, at_target_counts", [(4, ", tolerance := 0.9", [13, 42]), (6, "", [57])])
+def test_items_at_the_target_asked_again_go_through_the_loop_like_the_others(monkeypatch, cap, bound, at_target_counts):
+    """When the open items cannot close the result's gap, the rule asks items at the target again
+    (adaptive.result_rule's spare items; here a Beta(8, 2) crowd over 120 rows). At max_assignments := 4 with the
+    lower bound out of the way (tolerance := 0.9: the bound is 0.05) items capped below the target leave the mean
+    short, and the decisions after rounds 5 and 6 ask 13 and 42 items at the target (measured; later decisions
+    find the target out of reach and buy none); at max_assignments := 6 with the default bound (0.99, 0.01) the
+    decision after round 6 asks 57 to lift the bound (measured). The loop posts them like any item asked:
     the next round holds exactly the items the rule asked, each shown as round 1 showed it (its box), answered by a
     worker who had not answered it; every decision is the rule's over the answers on record before the round, and
     the report counts each item where it ends. A rerun buys nothing."""
@@ -394,7 +419,7 @@ def test_items_at_the_target_asked_again_go_through_the_loop_like_the_others(mon
     with crowddb.connect(platform=platform, seed=3, progress=False) as db:
         db.load_frame("people", people_frame(120), quasi_identifiers=["age", "sex", "zip"], sensitive=["salary"],
                       ground_truth="job", key="id")
-        query = f"SELECT id, getposition(*, accuracy := {TARGET}, max_assignments := 4) AS g FROM people"
+        query = f"SELECT id, getposition(*, accuracy := {TARGET}, max_assignments := {cap}{bound}) AS g FROM people"
         result = db.sql(query).df()
         report = db.last_report[0]
         # one rule decision after each round (the last one asks nothing); round r + 1 is the rule's r-th decision
@@ -402,7 +427,7 @@ def test_items_at_the_target_asked_again_go_through_the_loop_like_the_others(mon
         assert len(states[-1].need_more) == 0
         at_target = [set(st.status.index[((st.status == "more") & (st.confidence >= TARGET)).to_numpy()])
                      for st in states]
-        assert sum(map(len, at_target)) > 0
+        assert [len(x) for x in at_target if x] == at_target_counts
         items = db.sql("SELECT hit_id, item_key || '#' || occurrence AS object, content FROM crowddb_hit_items").df()
         answers = db.sql("SELECT hit_id, item_key || '#' || occurrence AS object, worker_id FROM crowddb_answers").df()
         shown = items.drop_duplicates(["hit_id", "object"])
@@ -418,8 +443,8 @@ def test_items_at_the_target_asked_again_go_through_the_loop_like_the_others(mon
             now = answers[answers["hit_id"].isin(hits) & answers["object"].isin(at_target[r])]
             assert len(now) == len(at_target[r])  # one answer each
             assert not set(zip(now["object"], now["worker_id"])) & set(zip(before["object"], before["worker_id"]))
-        final = stopping_rule(on_record(db), target=TARGET, max_assignments=4,
-                              classes=sorted(people_frame(120)["job"].unique()))
+        final = stopping_rule(on_record(db), target=TARGET, max_assignments=cap,
+                              classes=sorted(people_frame(120)["job"].unique()), tolerance=0.9 if bound else 0.01)
         assert len(final.need_more) == 0
         counts = final.status.value_counts()
         assert [report[k] for k in ("done", "accepted", "uncertain")] == [

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import ndtri
 
 from crowddb.errors import ArgumentError, CrowdDBError, UnknownColumnError
 from crowddb.truth.adaptive import (
@@ -21,6 +22,12 @@ from crowddb.truth.adaptive import (
     result_rule,
     stopping_rule,
 )
+
+
+def mean_rule(*args, **kwargs):
+    """result_rule with the expected accuracy alone (bound_level=None): the rule the hand computations below pin; the
+    lower bound's are in test_result_rule_holds_the_lower_bound_by_hand and after."""
+    return result_rule(*args, bound_level=None, **kwargs)
 
 
 def frame(rows):
@@ -78,39 +85,39 @@ def test_result_rule_buys_the_lowest_posteriors_until_the_mean_can_meet_the_targ
     lead = np.array([0.99, 0.99, 0.99, 0.8, 0.6])
     open_ = lead < 0.9
     # sum (p - .9) = .27 - .1 - .3 = -.13; item 4 (.6) counted at .9 makes it +.17: it alone is asked again
-    assert result_rule(lead, open_, np.ones(5, bool), 0.9).tolist() == [False, False, False, False, True]
+    assert mean_rule(lead, open_, np.ones(5, bool), 0.9).tolist() == [False, False, False, False, True]
     # the mean already meets .75: nobody is asked
-    assert not result_rule(lead, open_, np.ones(5, bool), 0.75).any()
+    assert not mean_rule(lead, open_, np.ones(5, bool), 0.75).any()
     # .99 items left out of the count (gold, say): -.1 - .3, and -.1 + 0 with both at the target: both are asked
-    assert result_rule(lead, open_, open_, 0.9).tolist() == [False, False, False, True, True]
+    assert mean_rule(lead, open_, open_, 0.9).tolist() == [False, False, False, True, True]
     # ties between equal posteriors: the item listed first
     tied = np.array([0.7, 0.7, 0.99, 0.99, 0.99, 0.99])
     # sum (p - .9) = -.4 + .36 = -.04; one .7 at .9 gives +.16: the first .7 only
-    assert result_rule(tied, tied < 0.9, np.ones(6, bool), 0.9).tolist() == [True, False, False, False, False, False]
+    assert mean_rule(tied, tied < 0.9, np.ones(6, bool), 0.9).tolist() == [True, False, False, False, False, False]
 
 
 def test_the_result_rule_accepts_items_below_the_target():
     # items 1 (6/7) and 3 (.9) reach .78, item 4 (.6) does not; the mean (6/7 + .9 + .6) / 3 = .7857 meets .78, so
     # item 4 is accepted as it is; at .8 the mean (.7857) falls short and item 4 is asked; each_item=True asks it
     answers = ANSWERS[ANSWERS["object"] != 2]
-    state = stopping_rule(answers, target=0.78, max_assignments=3, model=ONE_COIN)
+    state = stopping_rule(answers, target=0.78, max_assignments=3, model=ONE_COIN, bound_level=None)
     assert state.status.to_dict() == {1: "done", 3: "done", 4: "accepted"}
     assert state.summary()["accepted"] == 1 and len(state.need_more) == 0
     assert state.expected_accuracy == pytest.approx((6 / 7 + 0.9 + 0.6) / 3, abs=1e-12)
-    assert stopping_rule(answers, target=0.8, max_assignments=3, model=ONE_COIN).status[4] == "more"
+    assert stopping_rule(answers, target=0.8, max_assignments=3, model=ONE_COIN, bound_level=None).status[4] == "more"
     assert stopping_rule(answers, target=0.78, max_assignments=3, model=ONE_COIN, each_item=True).status[4] == "more"
     # min_assignments=2: items 3 and 4 have one answer each, so both are asked, though the mean meets .78
-    assert stopping_rule(answers, target=0.78, max_assignments=3, model=ONE_COIN, min_assignments=2
-                         ).status.to_dict() == {1: "done", 3: "more", 4: "more"}
+    assert stopping_rule(answers, target=0.78, max_assignments=3, model=ONE_COIN, min_assignments=2,
+                         bound_level=None).status.to_dict() == {1: "done", 3: "more", 4: "more"}
 
 
 def test_result_rule_asks_the_items_it_must_and_counts_them_at_the_target():
     lead = np.array([0.99, 0.99, 0.99, 0.8, 0.6])
     # item 3 (.8) must be asked: -.13 + .1 = -.03, so the lowest other open item (.6) is asked too
-    assert result_rule(lead, lead < 0.9, np.ones(5, bool), 0.9, must=np.array([0, 0, 0, 1, 0], bool)).tolist() == [
+    assert mean_rule(lead, lead < 0.9, np.ones(5, bool), 0.9, must=np.array([0, 0, 0, 1, 0], bool)).tolist() == [
         False, False, False, True, True]
     # at .75 the mean is met: only the item that must is asked; a must that is not open is not
-    assert result_rule(lead, lead < 0.9, np.ones(5, bool), 0.75, must=np.array([1, 0, 0, 1, 0], bool)).tolist() == [
+    assert mean_rule(lead, lead < 0.9, np.ones(5, bool), 0.75, must=np.array([1, 0, 0, 1, 0], bool)).tolist() == [
         False, False, False, True, False]
 
 
@@ -124,20 +131,20 @@ def test_result_rule_makes_up_for_capped_items_with_items_at_the_target():
     # items by gain, largest first, each counted at lead + gain (item 4's gain is never read: it is capped)
     gain = np.array([0.0, 0.1, 0.4, 0.4, 0.9, 0.0])
     # -.37 + .4 = .03: item 2 alone; item 3 ties it and is listed later; item 0 (gain 0) is never bought
-    assert result_rule(lead, open_, every, 0.95, spare=spare, gain=gain).tolist() == [
+    assert mean_rule(lead, open_, every, 0.95, spare=spare, gain=gain).tolist() == [
         False, False, True, False, False, True]
     # gains .2, .2, .1: -.37 + .2 + .2 = .03, items 2 and 3
-    assert result_rule(lead, open_, every, 0.95, spare=spare, gain=np.array([0, 0.1, 0.2, 0.2, 0, 0])).tolist() == [
+    assert mean_rule(lead, open_, every, 0.95, spare=spare, gain=np.array([0, 0.1, 0.2, 0.2, 0, 0])).tolist() == [
         False, False, True, True, False, True]
     # gains .1 each: -.37 + .3 < 0, out of reach: no item at the target is bought, the open item is
-    assert result_rule(lead, open_, every, 0.95, spare=spare, gain=np.array([0, 0.1, 0.1, 0.1, 0, 0])).tolist() == [
+    assert mean_rule(lead, open_, every, 0.95, spare=spare, gain=np.array([0, 0.1, 0.1, 0.1, 0, 0])).tolist() == [
         False, False, False, False, False, True]
     # gains rounded to 1e-12 before ranking: 1e-14 apart is a tie, the item listed first wins
     near = np.array([0, 0, 0.4, 0.4 + 1e-14, 0, 0])
-    assert result_rule(lead, open_, every, 0.95, spare=spare, gain=near).tolist() == [
+    assert mean_rule(lead, open_, every, 0.95, spare=spare, gain=near).tolist() == [
         False, False, True, False, False, True]
     # a gain that rounds to 0 at 1e-9 buys nothing
-    assert not result_rule(lead, open_, every, 0.95, spare=spare, gain=np.array([4e-10, 0, 0, 0, 0, 0]))[:4].any()
+    assert not mean_rule(lead, open_, every, 0.95, spare=spare, gain=np.array([4e-10, 0, 0, 0, 0, 0]))[:4].any()
     # an item not counted (gold) is never bought; the function is called with the spare items' positions only
     seen = []
 
@@ -147,17 +154,17 @@ def test_result_rule_makes_up_for_capped_items_with_items_at_the_target():
 
     # item 2 is gold: sum (p - .95) over the others -.53, -.38 with item 5 at .95; gains .4 each: item 0 alone
     counted = np.array([1, 1, 0, 1, 1, 1], bool)
-    assert result_rule(lead, open_, counted, 0.95, spare=spare, gain=by_position).tolist() == [
+    assert mean_rule(lead, open_, counted, 0.95, spare=spare, gain=by_position).tolist() == [
         True, False, False, False, False, True]
     assert seen == [[0, 1, 3]]
     # the open items close the gap: no spare item is looked at
-    assert result_rule(lead, open_, every, 0.8, spare=spare, gain=by_position).tolist() == [False] * 6
+    assert mean_rule(lead, open_, every, 0.8, spare=spare, gain=by_position).tolist() == [False] * 6
     # (.95, .88 capped, .85 open) at .9: .05 - .02 - .05 = -.02, +.03 with item 2 at .9: item 2 alone
-    assert result_rule(np.array([0.95, 0.88, 0.85]), np.array([0, 0, 1], bool), np.ones(3, bool), 0.9,
+    assert mean_rule(np.array([0.95, 0.88, 0.85]), np.array([0, 0, 1], bool), np.ones(3, bool), 0.9,
                        spare=np.array([1, 0, 0], bool), gain=by_position).tolist() == [False, False, True]
     assert seen == [[0, 1, 3]]
     # without spare= the rule is the one before: every open item, nothing else
-    assert result_rule(lead, open_, every, 0.95).tolist() == open_.tolist()
+    assert mean_rule(lead, open_, every, 0.95).tolist() == open_.tolist()
 
 
 def test_result_rule_rounds_the_sums_before_comparing():
@@ -165,7 +172,7 @@ def test_result_rule_rounds_the_sums_before_comparing():
     # -.8 + (.7 + .1) is -1.1e-16, short by the last bit: without rounding item 3 would be bought too
     assert -0.8 + np.cumsum([0.7, 0.1])[-1] < 0
     lead = np.array([0.1, 0.9, 0.9, 0.9])
-    got = result_rule(lead, np.zeros(4, bool), np.ones(4, bool), 0.9, spare=np.array([0, 1, 1, 1], bool),
+    got = mean_rule(lead, np.zeros(4, bool), np.ones(4, bool), 0.9, spare=np.array([0, 1, 1, 1], bool),
                       gain=np.array([0.0, 0.7, 0.1, 0.05]))
     assert got.tolist() == [False, True, True, False]
 
@@ -383,7 +390,7 @@ def test_result_rule_asks_the_fewest_lowest_posteriors_that_can_meet_the_target(
     lead = np.array([p for p, _, _ in items])
     open_ = np.array([o for _, o, _ in items])
     counted = np.array([c for _, _, c in items]) | open_  # an open item always counts (it is not gold)
-    asked = result_rule(lead, open_, counted, target)
+    asked = mean_rule(lead, open_, counted, target)
     assert not (asked & ~open_).any()
 
     def slack(chosen):
@@ -419,7 +426,7 @@ def test_result_rule_buys_items_at_the_target_only_to_close_a_gap_the_open_items
     spare = np.array([k == "spare" for k in kind])
     counted = np.array([k != "gold" for k in kind])
     gain = np.array([g for _, _, g in items])
-    asked = result_rule(lead, open_, counted, target, spare=spare, gain=gain)
+    asked = mean_rule(lead, open_, counted, target, spare=spare, gain=gain)
     bought = asked & spare
 
     def slack(value):
@@ -441,3 +448,106 @@ def test_result_rule_buys_items_at_the_target_only_to_close_a_gap_the_open_items
     fewer = bought.copy()  # the fewest: without the last one bought the mean falls short
     fewer[last] = False
     assert slack(np.where(fewer, lead + gain, all_open)) < 0
+
+
+def test_result_rule_holds_the_lower_bound_by_hand():
+    """16 items at .99, 4 open at .6, .7, .8, .85; target .9, tolerance .02, bound_level .95 (z = 1.644854).
+    The mean (15.84 + 2.95) / 20 = .9395 meets .9: the mean alone asks nobody. The bound (result_rule's Eq.:
+    (mu - z sqrt(V) + (z^2 - 1) k3 / (6 V)) / N, V = sum p (1 - p), k3 = sum p (1 - p) (1 - 2 p)):
+    as they are, mu 18.79, V .8959, k3 -.472482: (18.79 - 1.556906 - .149947) / 20 = .854157 < .88;
+    .6 counted at .9: mu 19.09, V .7459, k3 -.496482: (19.09 - 1.420605 - .189230) / 20 = .874008 < .88;
+    .7 too: mu 19.29, V .6259, k3 -.484482: (19.29 - 1.301311 - .220056) / 20 = .888432 >= .88: two items asked.
+    The normal alone (no skewness term) would stop at one: (19.09 - 1.420605) / 20 = .883470."""
+    lead = np.array([0.99] * 16 + [0.6, 0.7, 0.8, 0.85])
+    open_, every = lead < 0.9, np.ones(20, bool)
+    assert not result_rule(lead, open_, every, 0.9, bound_level=None).any()
+    asked = result_rule(lead, open_, every, 0.9, bound_level=0.95, tolerance=0.02)
+    assert np.flatnonzero(asked).tolist() == [16, 17]
+    # a looser tolerance: the bound as they are, .854157 >= .85, asks nobody; .87 asks one (.874008)
+    assert not result_rule(lead, open_, every, 0.9, bound_level=0.95, tolerance=0.05).any()
+    assert np.flatnonzero(result_rule(lead, open_, every, 0.9, bound_level=0.95, tolerance=0.03)).tolist() == [16]
+    # at 0.99 (z = 2.326348) every open item counted at .9 leaves the bound short, so items at the target (spare;
+    # gains .009 each, counted at .999) are bought, the fewest that meet it, here 11 at tolerance .03 (>= .87, the
+    # sums as above item by item: .869782 with 10, .871142 with 11); at tolerance .01 even all 16 leave it at
+    # .878155 < .89, and the mean is met without them: none is bought (the rule is read again after the round)
+    z = 2.326348
+    spare = lead >= 0.9
+    gain = np.where(spare, 0.009, 0.0)
+
+    def bound(q):  # the refined normal quantile, computed here from its formula
+        v = q * (1 - q)
+        return (q.sum() - z * np.sqrt(v.sum()) + (z * z - 1) * (v * (1 - 2 * q)).sum() / (6 * v.sum())) / len(q)
+
+    q = np.where(open_, 0.9, lead)
+    need = next(j for j in range(17) if bound(np.where(np.arange(20) < j, 0.999, q)) >= 0.87)
+    assert need == 11
+    got = result_rule(lead, open_, every, 0.9, spare=spare, gain=gain, tolerance=0.03)
+    assert np.flatnonzero(got).tolist() == list(range(11)) + [16, 17, 18, 19]
+    assert bound(np.where(spare, 0.999, q)) < 0.89
+    assert np.flatnonzero(result_rule(lead, open_, every, 0.9, spare=spare, gain=gain)).tolist() == [16, 17, 18, 19]
+
+
+def test_the_bound_of_a_state_by_hand_and_against_the_exact_tail():
+    """StopState.accuracy_bound of ANSWERS (posteriors 6/7, 27/35, .9, .6) at .9: computed here from the formula;
+    and on seeded posteriors of 300, 1,000 and 2,000 items the exact Poisson-binomial probability (by convolution)
+    that the share of right answers falls below the 0.99 bound is at most 0.0115 (about the 0.01 the level
+    promises: the count is an integer), where the normal alone gives 0.0113-0.0167 (measured)."""
+    state = stopping_rule(ANSWERS, target=0.85, max_assignments=3, model=ONE_COIN, bound_level=0.9)
+    p = np.array([6 / 7, 27 / 35, 0.9, 0.6])
+    z, v = 1.2815516, p * (1 - p)
+    hand = (p.sum() - z * np.sqrt(v.sum()) + (z * z - 1) * (v * (1 - 2 * p)).sum() / (6 * v.sum())) / 4
+    assert state.accuracy_bound == pytest.approx(hand, abs=1e-7)
+    assert stopping_rule(ANSWERS, target=0.85, max_assignments=3, model=ONE_COIN, bound_level=None
+                         ).accuracy_bound == pytest.approx(state.expected_accuracy, abs=1e-12)
+    rng = np.random.default_rng(0)
+    for n in (300, 1000, 2000):
+        lead = np.where(rng.random(n) < 0.7, rng.uniform(0.97, 1.0, n), rng.uniform(0.8, 0.97, n))
+        post = pd.DataFrame({"x": lead, "y": 1 - lead})
+        st_ = type(state)(post, pd.Series(2, index=post.index), pd.Series("done", index=post.index), ONE_COIN,
+                          state.answered.iloc[:0], 0.95, 9)
+        dist = np.zeros(n + 1)
+        dist[0] = 1.0
+        for x in lead:  # the Poisson-binomial by convolution, one item at a time
+            dist[1:] = dist[1:] * (1 - x) + dist[:-1] * x
+            dist[0] *= 1 - x
+        below = dist[: int(np.ceil(st_.accuracy_bound * n))].sum()  # P(right answers < n * bound)
+        assert below <= 0.0115, (n, below)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.05, 1.0), st.booleans()), min_size=1, max_size=60),
+       st.floats(0.5, 0.99), st.sampled_from([0.0, 0.01, 0.05]), st.sampled_from([0.9, 0.99]))
+def test_result_rule_asks_the_fewest_lowest_posteriors_that_meet_the_mean_and_the_bound(items, target, tol, level):
+    """Independently of its code: without spare items, the items asked are the fewest lowest open posteriors that
+    make both the mean (sum (q - target) >= 0) and the refined normal bound (>= target - tol, recomputed here) hold
+    with each asked item counted at the target; all open ones when even that falls short."""
+    lead = np.array([p for p, _ in items])
+    open_ = np.array([o for _, o in items]) & (lead < target)
+    every = np.ones(len(lead), bool)
+    asked = result_rule(lead, open_, every, target, bound_level=level, tolerance=tol)
+    assert not (asked & ~open_).any()
+    z = float(ndtri(level))
+
+    def holds(chosen):
+        q = np.where(chosen, target, lead)
+        v = q * (1 - q)
+        skew = (z * z - 1) * float((v * (1 - 2 * q)).sum()) / (6 * v.sum()) if v.sum() > 0 else 0.0
+        return (round(float(np.sum(q - target)), 9) >= 0
+                and round(float(q.sum() - len(q) * (target - tol) - z * np.sqrt(v.sum()) + skew), 9) >= 0)
+
+    order = sorted(np.flatnonzero(open_), key=lambda i: (lead[i], i))
+    prefix = next((j for j in range(len(order) + 1) if holds(np.isin(np.arange(len(lead)), order[:j]))), None)
+    expect = np.isin(np.arange(len(lead)), order if prefix is None else order[:prefix])
+    assert asked.tolist() == expect.tolist()
+
+
+def test_the_prediction_simulates_the_bound_of_its_result():
+    """explain()'s simulation reads the bound of ``n_items`` items: a small result needs more answers per item than a
+    large one under the bound, the same under the mean alone (its simulated items, and so its answers per item, do
+    not depend on n_items then)."""
+    kw = {"target": 0.95, "max_assignments": 9, "qualities": np.full(20, 0.8), "seed": 2, "n_sim": 4000}
+    assert (predict_assignments(100, 14, bound_level=None, **kw).per_item
+            == predict_assignments(5000, 14, bound_level=None, **kw).per_item)
+    small, large = predict_assignments(100, 14, **kw), predict_assignments(5000, 14, **kw)
+    assert small.per_item > large.per_item >= predict_assignments(5000, 14, bound_level=None, **kw).per_item
+    assert small.accuracy > large.accuracy
