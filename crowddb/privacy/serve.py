@@ -106,8 +106,9 @@ def plan(requested: np.ndarray, classes: pd.DataFrame, k: int, signature: str, *
     boxes[row_again] = members["last_box"].to_numpy(dtype=object)[cls[row_again]]
     out = np.full(len(rows), -1, dtype=np.int64)
     if row_again.any():  # rows reused in one box are one class, numbered in the order of the boxes' texts
-        texts = members["last_box"].astype(object).fillna("").to_numpy(dtype=str)
-        _, box_rank = np.unique(texts, return_inverse=True)
+        from ..anonymize.encoding import sorted_texts  # the algorithm layer
+
+        _, box_rank = sorted_texts(members["last_box"].astype(object).fillna("").to_numpy(dtype=object))
         _, out[row_again] = np.unique(box_rank[cls[row_again]], return_inverse=True)
     merged = np.full(len(info), -1, dtype=np.int64)
     if (~again).any():

@@ -143,7 +143,7 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
     asked for (called only when the persisted partition cannot serve); ``frame``: the rows' quasi-identifiers. Also
     whether the release is the persisted partition itself."""
     from ...anonymize import anonymize
-    from ...anonymize.encoding import encode
+    from ...anonymize.encoding import encode, sorted_texts
     from ...anonymize.generalize import assemble
     from ...privacy import serve
 
@@ -183,7 +183,7 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
     first = np.unique(pre_class, return_index=True)[1]
     labels = {}
     for q in qi:
-        lab, index = np.unique(shown[q].to_numpy(dtype=object)[first].astype(str), return_inverse=True)  # (per class)
+        lab, index = sorted_texts(shown[q].to_numpy(dtype=object)[first])  # (per class)
         labels[q] = (lab.astype(object), index.astype(np.int64))
     enc = encode(frame, qi, kinds or None)
     # each served class's box: its rows' own range on each QI's scale, as Mondrian's boxes are (so NCP means the same)
