@@ -128,8 +128,8 @@ def ladder_below(codes: np.ndarray, scales: list[np.ndarray], n: int, k: int, bo
     return levels
 
 
-def _stage2(codes: np.ndarray, scales: list[np.ndarray], k: int, part: np.ndarray, sdims: list[int], strict: bool,
-            sensitive, l):
+def stage2(codes: np.ndarray, scales: list[np.ndarray], k: int, part: np.ndarray, sdims: list[int], strict: bool,
+           sensitive, l):
     """Mondrian over the non-shared QIs inside every class of ``part``: class id per row and (G, d) code boxes
     with the shared dimensions taken from the enclosing stage-1 class."""
     flat = codes.copy()
@@ -145,7 +145,7 @@ def _stage2(codes: np.ndarray, scales: list[np.ndarray], k: int, part: np.ndarra
     return groups, lo, hi
 
 
-def _choose(enc: Encoding, k: int, levels: list[np.ndarray], sdims: list[int], strict: bool, sensitive, l):
+def choose(enc: Encoding, k: int, levels: list[np.ndarray], sdims: list[int], strict: bool, sensitive, l):
     """The best stage-1 partition made of nodes of the ladder: (its total cost, stage-1 class id per row)."""
     scales, safe_span = _widths(enc)
     all_dims = list(range(len(enc.qis)))
@@ -165,7 +165,7 @@ def _choose(enc: Encoding, k: int, levels: list[np.ndarray], sdims: list[int], s
             new = ~only
         rows = np.flatnonzero(new[part])
         if len(rows):
-            g, lo, hi = _stage2(enc.codes[rows], scales, k, part[rows], sdims, strict,
+            g, lo, hi = stage2(enc.codes[rows], scales, k, part[rows], sdims, strict,
                                 None if sensitive is None else sensitive[rows], l)
             cost += np.bincount(part[rows], weights=_box_cost(scales, safe_span, lo, hi, all_dims)[g],
                                 minlength=len(cost))
@@ -199,11 +199,11 @@ def shared_mondrian(enc: Encoding, k: int, shared: list[str], *, strict: bool = 
     # nest differently (Mondrian's fallback cuts depend on k), so both are tried and the cheaper one wins
     best = None
     for steps in ((2,) if len(sdims) == 1 else (1, 2)):
-        cost, final = _choose(enc, k, _ladder(enc, k, sdims, sensitive, l, steps), sdims, strict, sensitive, l)
+        cost, final = choose(enc, k, _ladder(enc, k, sdims, sensitive, l, steps), sdims, strict, sensitive, l)
         if best is None or less(cost, best[0]):  # ties (ties.py): the first ladder
             best = (cost, final)
     final = best[1]
-    groups, lo, hi = _stage2(enc.codes, enc.scale_of(), k, final, sdims, strict, sensitive, l)
+    groups, lo, hi = stage2(enc.codes, enc.scale_of(), k, final, sdims, strict, sensitive, l)
     return groups, lo, hi, {"shared_classes": int(final.max()) + 1}
 
 

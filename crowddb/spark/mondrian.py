@@ -76,7 +76,7 @@ two ladders (steps 1 and 2) are tried and the cheaper wins. Everything below a n
 its ladder level is a Spark run (strict, k_i, over the distinct shared combinations, starting from the big nodes)
 and its stage-2 cost a Spark run too (all big nodes of the ladder at once: each entry once per big node above it);
 a smaller node is handed whole to an executor, which builds its part of the ladder (``shared.ladder_below``, the local
-_ladder from the node's level on), picks inside it with the local shared._choose and runs the local stage 2 there.
+_ladder from the node's level on), picks inside it with the local shared.choose and runs the local stage 2 there.
 The driver then makes the bottom-up choice over the big nodes (nodes x numbers; costs are sums, compared with the
 tie rule of crowddb/anonymize/ties.py, so the order of their terms does not matter), and the stage-2 classes of the
 big nodes it keeps come from one more Spark run. With every QI shared the release is strict Mondrian's, as locally.
@@ -1091,7 +1091,7 @@ def _rooted(ent_n: DataFrame, root_of: np.ndarray) -> DataFrame:
 def _build_ladder(lad0: DataFrame, ent: DataFrame, spec: _Spec, spec_s: _Spec, spec2: _Spec, encs, keys, key_fields,
                   merge: bool, n: int, sdims: list[int], steps: int, packing_s: Packing, counts: list[np.ndarray],
                   cached: list):
-    """One ladder (shared._ladder with ``steps``) and its best stage-1 partition (shared._choose): (its cost, the
+    """One ladder (shared._ladder with ``steps``) and its best stage-1 partition (shared.choose): (its cost, the
     nodes Spark made, each node's stage-1 class among them (-1: none; the node itself when kept), the labelled
     entries below the small nodes (their own ladder, choice and stage 2, made in executors, with NODE and BEST), the
     small nodes whose choice is kept, the entries with their node)."""
@@ -1145,7 +1145,7 @@ def _build_ladder(lad0: DataFrame, ent: DataFrame, spec: _Spec, spec_s: _Spec, s
         for jj, j in enumerate(sdims):  # the shared columns' part: the node's own box, for each of its rows
             cost[bigs] += nodes.size[bigs] * (scales[j][nodes.hi[bigs, jj]] - scales[j][nodes.lo[bigs, jj]]) / (
                 safe_span[j])
-    # bottom-up (shared._choose): a big node stops unless its children together publish strictly less
+    # bottom-up (shared.choose): a big node stops unless its children together publish strictly less
     depth = nodes.depth()
     stop = np.zeros(n_nodes, bool)
     has_kids = np.bincount(nodes.parent[1:], minlength=n_nodes) > 0
@@ -1227,7 +1227,7 @@ def _big_costs(ent_n: DataFrame, spec2: _Spec, nodes: _Nodes, bigs: np.ndarray, 
 def _small_finisher(spec: _Spec, encs, keys: list[str], fields: list, merge: bool, n: int, sdims: list[int],
                     steps: int, born: np.ndarray):
     """The function finishing a small node inside an executor: its part of the ladder (shared.ladder_below), the local
-    shared._choose inside it (its best cost, BEST, and stage-1 classes) and the local shared._stage2 of those,
+    shared.choose inside it (its best cost, BEST, and stage-1 classes) and the local shared.stage2 of those,
     labelled (the shared columns by their stage-1 class's box, as locally)."""
     schema = _arrow_schema(fields)
     scales = spec.scales
@@ -1245,9 +1245,9 @@ def _small_finisher(spec: _Spec, encs, keys: list[str], fields: list, merge: boo
         sens = None if spec.l is None else np.repeat(table.column(SCODE).to_numpy(), rows)
         levels = local_shared.ladder_below(full[:, sdims], [scales[j] for j in sdims], n, spec.k, int(born[node]),
                                            steps, sens, spec.l)
-        view = SimpleNamespace(codes=full, qis=list(range(d)), scale_of=lambda: scales)  # what _choose reads of enc
-        best, stage1 = local_shared._choose(view, spec.k, levels, sdims, spec.strict, sens, spec.l)
-        groups, lo, hi = local_shared._stage2(full, scales, spec.k, stage1, sdims, spec.strict, sens, spec.l)
+        view = SimpleNamespace(codes=full, qis=list(range(d)), scale_of=lambda: scales)  # what shared.choose reads of enc
+        best, stage1 = local_shared.choose(view, spec.k, levels, sdims, spec.strict, sens, spec.l)
+        groups, lo, hi = local_shared.stage2(full, scales, spec.k, stage1, sdims, spec.strict, sens, spec.l)
         groups = groups.take(np.cumsum(rows) - rows)
         if dedupe:
             table, codes, groups = _first_of_codes(table, codes, groups)

@@ -1153,15 +1153,15 @@ def test_shared_choose_and_stage2_worked_example() -> None:
     levels = SH._ladder(enc, 2, [0], None, None, 2)
     assert [lv.tolist() for lv in levels] == [[0] * 8, [0, 0, 0, 0, 1, 1, 1, 1]]
     # one stage-1 class: s spans its range (1 per row), x pairs of width 1/9 -> 8 * 10/9; split by s: 8 * 1/9
-    cost, final = SH._choose(enc, 2, levels, [0], True, None, None)
+    cost, final = SH.choose(enc, 2, levels, [0], True, None, None)
     assert cost == pytest.approx(8 / 9) and final.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
-    cost, final = SH._choose(enc, 2, levels[:1], [0], True, None, None)
+    cost, final = SH.choose(enc, 2, levels[:1], [0], True, None, None)
     assert cost == pytest.approx(80 / 9) and final.tolist() == [0] * 8
     # stage 2 inside one class: x pairs by code {0,1} {2,3} {4,5} {6,7}; s is the whole class's range 0..1
-    groups, lo, hi = SH._stage2(enc.codes, enc.scale_of(), 2, final, [0], True, None, None)
+    groups, lo, hi = SH.stage2(enc.codes, enc.scale_of(), 2, final, [0], True, None, None)
     assert groups.tolist() == [0, 3, 0, 3, 2, 1, 2, 1]
     assert lo.tolist() == [[0, 0], [0, 4], [0, 2], [0, 6]] and hi.tolist() == [[1, 1], [1, 5], [1, 3], [1, 7]]
-    groups, lo, hi = SH._stage2(enc.codes, enc.scale_of(), 2, np.array([0, 0, 0, 0, 1, 1, 1, 1]), [0], True, None,
+    groups, lo, hi = SH.stage2(enc.codes, enc.scale_of(), 2, np.array([0, 0, 0, 0, 1, 1, 1, 1]), [0], True, None,
                                 None)
     assert lo.tolist() == [[0, 0], [1, 2], [0, 6], [1, 4]] and hi.tolist() == [[0, 1], [1, 3], [0, 7], [1, 5]]
     groups, lo, hi, fig = SH.shared_mondrian(enc, 2, ["s"])
@@ -1173,7 +1173,7 @@ def test_shared_mondrian_ladder_choice() -> None:
     # quarters publish s width 1/7 + x 5/8 per row, halves 3/7 + 1/8, everything one class 1 + 1/8: halves win
     enc = E.encode(S8, ["s", "x"])
     levels = SH._ladder(enc, 2, [0], None, None, 2)
-    cost, final = SH._choose(enc, 2, levels, [0], True, None, None)
+    cost, final = SH.choose(enc, 2, levels, [0], True, None, None)
     assert cost == pytest.approx(8 * (3 / 7 + 1 / 8)) and final.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
     groups, lo, hi, fig = SH.shared_mondrian(enc, 2, ["s"])
     assert groups.tolist() == [0, 2, 0, 2, 1, 3, 1, 3] and fig == {"shared_classes": 2}
@@ -1355,10 +1355,10 @@ def test_shared_choose_ties_and_strict_costs() -> None:
     enc = E.encode(frame, ["s", "x"])
     levels = SH._ladder(enc, 2, [0], None, None, 2)
     assert [lv.tolist() for lv in levels] == [[0] * 8, [0, 0, 0, 0, 1, 1, 1, 1]]
-    cost, final = SH._choose(enc, 2, levels, [0], True, None, None)
+    cost, final = SH.choose(enc, 2, levels, [0], True, None, None)
     assert cost == pytest.approx(8.0) and final.tolist() == [0] * 8
     # relaxed stage 2 cuts each half into {1,1} and {1,2}: 2 per half, so the halves win
-    cost, final = SH._choose(enc, 2, levels, [0], False, None, None)
+    cost, final = SH.choose(enc, 2, levels, [0], False, None, None)
     assert cost == pytest.approx(4.0) and final.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
     rel = anonymize(frame, ["s", "x"], 2, shared="s")
     assert rel.metrics["shared_classes"] == 1 and rel.table["s"].tolist() == ["[0-1]"] * 8
