@@ -59,7 +59,7 @@ from .privacy.tracing import ROW_REF, hands_on_columns, row_identity, traced
 from .query import plan as planning
 from .query.plan import BoundCall, Step, answer_column, contains, split_arguments, visible_ctes
 from .query.text import crowd_nodes, is_human, is_table_function
-from .store import TableRoles, composition, privacy, relation_kind, resolve_table, roles_of, table_columns
+from .store import TableRoles, composition, memo, privacy, relation_kind, resolve_table, roles_of, table_columns
 from .store.roles import is_default_key, is_key
 from .udf import HumanOperator, Registry
 
@@ -168,7 +168,8 @@ class Planner:
         if step.calls:
             self._run_scope(step.node, step.calls)
         else:
-            self._run_table_function(step.node)
+            with memo.one_read(self.con):  # its table's roles and ledger root read once (it writes neither)
+                self._run_table_function(step.node)
 
     def _with_context(self, query: exp.Select, origin: exp.Expression) -> exp.Select:
         """``query`` with the CTEs it needs from around ``origin`` attached."""

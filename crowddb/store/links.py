@@ -16,13 +16,19 @@ import json
 
 import duckdb
 
+from . import memo
+
 LINKS = "crowddb_ledger_links"
 _DEPTH = 64  # longer chains than any sequence of renames and copies makes: a cycle, read as no link
 
 
 def root(con: duckdb.DuckDBPyConnection, table: str) -> str:
-    """The table whose ledger and budget ``table`` (a key, lower-cased here) shares: itself when it has no link."""
-    table = table.lower()
+    """The table whose ledger and budget ``table`` (a key, lower-cased here) shares: itself when it has no link. Read
+    once per table-function step (``memo``)."""
+    return memo.cached(con, ("root", table.lower()), lambda: _root(con, table.lower()))
+
+
+def _root(con: duckdb.DuckDBPyConnection, table: str) -> str:
     for _ in range(_DEPTH):
         rows = con.execute(f"SELECT root FROM {LINKS} WHERE table_name = ?", [table]).fetchall()
         if not rows or rows[0][0] == table:

@@ -17,6 +17,7 @@ from .. import _duck, _sql
 from .._resources import catalog_ddl
 from ..errors import ArgumentError, PrivacyError, UnknownColumnError
 from ..privacy import identity
+from . import memo
 
 ROLES = ("quasi_identifier", "sensitive", "core", "ground_truth", "key")
 PROTECTED = ("sensitive", "ground_truth", "key")  # never published in a HIT (§2.2.1)
@@ -177,7 +178,12 @@ def _check_numeric(con: duckdb.DuckDBPyConnection, table: str, column: str) -> N
 
 
 def roles_of(con: duckdb.DuckDBPyConnection, table: str) -> TableRoles:
-    """The roles declared for ``table`` (empty roles if none); checked against the table's current columns."""
+    """The roles declared for ``table`` (empty roles if none); checked against the table's current columns. Read
+    once per table-function step (``memo``)."""
+    return memo.cached(con, ("roles", table), lambda: _roles_of(con, table))
+
+
+def _roles_of(con: duckdb.DuckDBPyConnection, table: str) -> TableRoles:
     rows = con.execute("SELECT column_name, role, kind FROM crowddb_columns WHERE lower(table_name) = lower(?) "
                        "ORDER BY rowid", [table]).fetchall()
     if not rows:

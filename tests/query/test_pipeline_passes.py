@@ -63,3 +63,37 @@ def test_the_tradeoff_of_five_ks_is_one_estimating_pass(passes):
     with _db() as db:
         got = db.tradeoff("SELECT id, getposition(*) AS job FROM people WHERE age < 40")
         assert got["k"].tolist() == [2, 5, 10, 20, 50] and passes == ["estimate"]
+
+
+@pytest.fixture
+def catalog_reads(monkeypatch):
+    """Every read of a table's roles and of its ledger root from DuckDB, by the table read."""
+    from crowddb.store import links, roles
+
+    reads: list[tuple[str, str]] = []
+    for module, name, kind in ((roles, "_roles_of", "roles"), (links, "_root", "root")):
+        original = getattr(module, name)
+
+        def counted(con, table, _original=original, _kind=kind):
+            reads.append((_kind, table))
+            return _original(con, table)
+
+        monkeypatch.setattr(module, name, counted)
+    return reads
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT count(*) FROM ANONYMIZE(people, k := 5)",  # a new release, then a repeat served from its boxes
+    "SELECT count(*) FROM ANONYMIZE((SELECT * FROM people WHERE age < 60), k := 5)"])
+def test_a_table_function_reads_its_table_s_roles_and_root_once(catalog_reads, statement):
+    """A table function's step reads its table's roles and ledger root once each (store/memo.py), where it read them
+    three times; the next statement reads them again (a declaration between statements is seen)."""
+    with _db() as db:
+        for run in range(3):
+            catalog_reads.clear()
+            assert db.sql(statement).fetchall()[0][0] > 0
+            assert sorted(catalog_reads) == [("roles", "people"), ("root", "people")], run
+        db.declare_roles("people", quasi_identifiers=["age", "sex"], sensitive=["salary", "zip"], ground_truth="job",
+                         key="id")
+        db.sql(statement).fetchall()
+        assert db.last_report[0]["declared_quasi_identifiers"] == ["age", "sex"]
