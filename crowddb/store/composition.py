@@ -629,6 +629,14 @@ def _entry(release: str) -> str:
     return f"md5_number({release} || chr(31) || box)"
 
 
+def _folded(k: str) -> str:
+    """A row's history and k after a release (``a``: the entry it adds, NULL for a row it does not show) is folded
+    into what it was (``n``: NULL for a row no release showed): the XOR of its entries, the smallest k (``k``: the
+    release's, a parameter's SQL)."""
+    return (f"CASE WHEN a.row_ref IS NULL THEN n.history ELSE xor(coalesce(n.history, 0::UHUGEINT), a.h) END "
+            f"AS history, CASE WHEN a.row_ref IS NULL THEN n.k WHEN n.k IS NULL THEN {k} ELSE least(n.k, {k}) END AS k")
+
+
 # the rows this release adds (the ones an earlier round of it showed are in their histories already: ``mine``, $4
 # its number, NULL before it is on record), each row's history after it, the class of every published row (rows
 # with the same history: same releases, same boxes) and the smallest k promised to any row of it; a class smaller
@@ -644,10 +652,7 @@ added AS (
 now AS (
     SELECT row_ref, history, k FROM crowddb_histories WHERE table_name = $1),
 after AS (
-    SELECT coalesce(n.row_ref, a.row_ref) AS row_ref,
-           CASE WHEN a.row_ref IS NULL THEN n.history
-                ELSE xor(coalesce(n.history, 0::UHUGEINT), a.h) END AS history,
-           CASE WHEN a.row_ref IS NULL THEN n.k WHEN n.k IS NULL THEN $3 ELSE least(n.k, $3) END AS k
+    SELECT coalesce(n.row_ref, a.row_ref) AS row_ref, {_folded("$3")}
     FROM now n FULL OUTER JOIN added a ON n.row_ref = a.row_ref)
 """
 
@@ -678,9 +683,7 @@ WHEN NOT MATCHED THEN INSERT (table_name, row_ref, history, k, last_release_no, 
 # release's k, $3 its number
 _SETTLE = f"""
 INSERT INTO crowddb_row_history (table_name, row_ref, history, k, last_release_no, last_box_id)
-SELECT $1, coalesce(n.row_ref, a.row_ref),
-       CASE WHEN a.row_ref IS NULL THEN n.history ELSE xor(coalesce(n.history, 0::UHUGEINT), a.h) END,
-       CASE WHEN a.row_ref IS NULL THEN n.k WHEN n.k IS NULL THEN $2 ELSE least(n.k, $2) END,
+SELECT $1, coalesce(n.row_ref, a.row_ref), {_folded("$2")},
        CASE WHEN a.row_ref IS NULL THEN n.last_release_no ELSE $3 END,
        CASE WHEN a.row_ref IS NULL THEN n.last_box_id ELSE a.box_id END
 FROM (SELECT row_ref, history, k, last_release_no, last_box_id FROM crowddb_histories WHERE table_name = $1) n
