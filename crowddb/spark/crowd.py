@@ -9,8 +9,15 @@ it as about any local table (the local operator's packing, HITs, payments, cache
 ``Platform``), with nothing left to generalize: the labels a HIT shows are the release's. The answers go back to
 Spark as a small table, joined to the statement's rows by the key, and the rest of the statement runs on Spark.
 
+A group operator (``SELECT c.workclass, getcandidate(*, 'teacher') AS pick FROM spark.t c WHERE ... GROUP BY
+c.workclass``) is asked the same way: Spark numbers each row's group (the GROUP BY's values, compared by Spark, as
+its GROUP BY compares them), the number travels with the release to the driver, the local operator picks one row per
+numbered group (knock-out rounds included), and each row of a group gets its group's pick, joined back by the key; the
+statement's GROUP BY then reads it once per group. The GROUP BY reads only what the guard lets a statement read (no
+protected column), so the numbers carry nothing a HIT may not show, and no HIT shows them.
+
 One human operator per statement, a select item of the outermost SELECT over one declared Spark table (filtered by
-WHERE); tuple operators only. What else the statement asks for is refused, naming what runs.
+WHERE, grouped by GROUP BY for a group operator). What else the statement asks for is refused, naming what runs.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from crowddb import _sql
 from crowddb._duck import registered
 from crowddb._sql import DIALECT, identifier
 from crowddb.errors import ArgumentError, PrivacyError
-from crowddb.query.plan import split_arguments
+from crowddb.query.plan import bind, split_arguments
 from crowddb.query.text import SPARK, spark_name
 from crowddb.spark import ledger
 from crowddb.spark.mondrian import CLASS
@@ -41,8 +48,10 @@ MAX_ROWS = 1_000_000
 #: the most answers a question read from a ground-truth column offers
 MAX_ANSWERS = 1_000
 _KEY = "__crowd_key"  # the key's name in the table of answers (one the user's columns cannot clash with)
+_GROUP = "__crowd_group"  # each row's group number, numbered by Spark (group operators)
 _SHAPE = ("a human operator on Spark is a select item of the outermost SELECT over one Spark table, its rows chosen "
-          "by WHERE: SELECT c, getposition(*, k := 10) AS job FROM spark.t WHERE ...")
+          "by WHERE: SELECT c, getposition(*, k := 10) AS job FROM spark.t WHERE ..., or SELECT g, "
+          "getcandidate(*, 'teacher') AS pick FROM spark.t WHERE ... GROUP BY g")
 
 
 @dataclasses.dataclass
@@ -56,6 +65,7 @@ class HumanCall:
     op: Any                   # the operator's definition (crowddb.udf.HumanOperator)
     k: int
     sentinel: str             # the literal standing in for the call while the statement is guarded
+    group: bool = False       # a group operator: one answer per GROUP BY group
 
     def placeholder(self, statement: exp.Expression) -> exp.Expression:
         """The statement with the call replaced by a string literal (``sentinel``): what the rest of it reads is
@@ -80,16 +90,20 @@ def find(statement: exp.Expression, registry: Any) -> HumanCall | None:
                             f"{_SHAPE}")
     node = calls[0]
     op = registry.get(node.name)
-    if getattr(op, "kind", "tuple") != "tuple":
-        raise ArgumentError(f"{node.name}: a group operator (GROUP BY) does not run on Spark yet; tuple operators "
-                            f"do: {_SHAPE}")
+    group = getattr(op, "kind", "tuple") == "group"
     item = node.parent if isinstance(node.parent, exp.Alias) else node
     select = item.parent
     if not isinstance(statement, exp.Select) or select is not statement or item not in statement.expressions:
         raise ArgumentError(f"{node.sql(DIALECT)}: {_SHAPE}")
     extra = [name.rstrip("_") for name in ("with_", "joins", "laterals", "group", "having", "qualify", "windows",
                                            "limit", "offset", "distinct", "sample", "connect", "prewhere")
-             if statement.args.get(name)]
+             if statement.args.get(name) and not (group and name == "group")]
+    by = statement.args.get("group")
+    if group and by is not None and (any(by.args.get(a) for a in ("grouping_sets", "cube", "rollup", "all", "totals"))
+                                     or any(e.find(exp.Var, exp.Star, exp.Rollup, exp.Cube, exp.GroupingSets)
+                                            for e in by.expressions)):
+        raise ArgumentError(f"{node.name} on Spark: GROUP BY names its groups' expressions (not ALL, ROLLUP, CUBE or "
+                            f"GROUPING SETS): each group is one question; {_SHAPE}")
     if extra:
         raise ArgumentError(f"{node.name} on Spark: the statement's {', '.join(extra)} is not supported with a human "
                             f"operator (the crowd is asked about every row WHERE keeps, and paid for each); {_SHAPE}. "
@@ -106,16 +120,44 @@ def find(statement: exp.Expression, registry: Any) -> HumanCall | None:
     if named.get("anonymizer", "mondrian") != "mondrian":
         raise ArgumentError(f"{node.name} on Spark generalizes with Mondrian on Spark (the Spark ledger's release); "
                             f"anonymizer := {named['anonymizer']!r} runs on local tables only")
+    bind(node, registry)  # the call's own arguments and overrides, checked before anything is released
     k = named.get("k", op.k)
     if isinstance(k, bool) or not isinstance(k, int) or k < 2:
         raise ArgumentError(f"{node.name}: k must be an integer of at least 2, got {k!r}")
     alias = item.alias if isinstance(item, exp.Alias) else node.name
-    return HumanCall(node, spark_name(table), alias, op, int(k), f"__crowd_human_{uuid.uuid4().hex}")
+    return HumanCall(node, spark_name(table), alias, op, int(k), f"__crowd_human_{uuid.uuid4().hex}", group)
 
 
-def _input(checked: exp.Select) -> exp.Select:
-    """The rows the crowd is asked about: every column of the statement's table, the rows its WHERE keeps."""
-    rows = exp.select(exp.Star()).from_(checked.args["from_"].copy())
+def _groups(human: HumanCall, checked: exp.Select) -> list[exp.Expression]:
+    """A group operator's GROUP BY expressions, as the guard qualified them (ordinals and aliases expanded); one
+    naming the operator's own answer is refused."""
+    by = checked.args.get("group")
+    exprs = []
+    for e in by.expressions if by is not None else []:
+        if isinstance(e, exp.Literal) and e.is_int:  # GROUP BY 2: the second select item, in Spark as in DuckDB
+            at = int(e.this) - 1
+            if not 0 <= at < len(checked.expressions):
+                raise ArgumentError(f"{human.node.name}: GROUP BY {e.this} names no select item; {_SHAPE}")
+            e = checked.expressions[at].unalias()
+        exprs.append(e.copy())
+    for e in exprs:
+        if any(lit.is_string and lit.this == human.sentinel for lit in e.find_all(exp.Literal)):
+            raise ArgumentError(f"{human.node.name}: GROUP BY names the operator's own answer; group by the table's "
+                                f"columns: {_SHAPE}")
+    return exprs
+
+
+def _input(checked: exp.Select, groups: list[exp.Expression] | None = None) -> exp.Select:
+    """The rows the crowd is asked about: every column of the statement's table, the rows its WHERE keeps; with
+    ``groups`` (a group operator's GROUP BY) each row's group number too, by Spark's own comparison of the values
+    (DENSE_RANK over them: one number per distinct GROUP BY tuple, NULLs a group of their own as GROUP BY makes
+    them)."""
+    columns: list[exp.Expression] = [exp.Star()]
+    if groups is not None:
+        number = (exp.Window(this=exp.Anonymous(this="DENSE_RANK"), order=exp.Order(expressions=[
+            exp.Ordered(this=g, nulls_first=True) for g in groups])) if groups else exp.Literal.number(1))
+        columns.append(exp.alias_(number, _GROUP, quoted=True))
+    rows = exp.select(*columns).from_(checked.args["from_"].copy())
     where = checked.args.get("where")
     return rows.where(where.this.copy()) if where is not None else rows
 
@@ -143,13 +185,16 @@ def _domain(human: HumanCall, table: DataFrame, truth: str | None) -> list[str] 
 
 def _local_call(human: HumanCall, table: str, domain: list[str] | None) -> exp.Select:
     """The call over the released rows, in the local database: the same operator and arguments (the release's
-    labels are shown as they are: the local table declares no quasi-identifier), each answer by the row's number."""
+    labels are shown as they are: the local table declares no quasi-identifier), each answer by the row's number
+    (a tuple operator) or by the group's number (a group operator, grouped by it)."""
     call = human.node.copy()
     if domain is not None:
         call.append("expressions", exp.PropertyEQ(this=exp.Identifier(this="domain"), expression=exp.Array(
             expressions=[exp.Literal.string(v) for v in domain])))
-    return exp.select(exp.alias_(exp.column("rowid", table=table, quoted=True), "__crowd_row"), exp.alias_(call, human.alias, quoted=True)
-                      ).from_(exp.Table(this=identifier(table)))
+    by = exp.column(_GROUP if human.group else "rowid", table=table, quoted=True)
+    select = exp.select(exp.alias_(by, _GROUP if human.group else "__crowd_row", quoted=True),
+                        exp.alias_(call, human.alias, quoted=True)).from_(exp.Table(this=identifier(table)))
+    return select.group_by(by.copy()) if human.group else select
 
 
 def ask(db: Any, spark: SparkSession, human: HumanCall, checked: exp.Select, table: DataFrame,
@@ -159,7 +204,7 @@ def ask(db: Any, spark: SparkSession, human: HumanCall, checked: exp.Select, tab
     statement with the answers joined in (a temp view of the Spark session, whose name is returned too: the caller
     drops it once the statement is analysed)."""
     key, truth = roles["key"], roles.get("ground_truth")
-    rows = spark.sql(to_spark(_input(checked)))
+    rows = spark.sql(to_spark(_input(checked, _groups(human, checked) if human.group else None)))
     n = rows.count()
     if n > MAX_ROWS:
         raise ArgumentError(f"{human.node.name}: the statement asks the crowd about {n:,} rows of "
@@ -198,6 +243,9 @@ def _asked(db: Any, human: HumanCall, arrow: pa.Table, truth: str | None, core: 
     finally:
         db.declare_roles(local)  # no roles: the catalog forgets the temp table
         con.execute(f"DROP TABLE IF EXISTS {name}").fetchall()
+    if human.group:  # each row gets its group's answers (its pick, the pick's confidence)
+        rows = arrow.select([_KEY, _GROUP]).join(got, _GROUP, join_type="left outer")
+        return rows.drop_columns([_GROUP])
     keys = arrow.column(_KEY).take(got.column("__crowd_row"))
     return pa.table({_KEY: keys, **{c: got.column(c) for c in got.column_names if c != "__crowd_row"}})
 
@@ -231,7 +279,9 @@ def _joined(human: HumanCall, checked: exp.Select, view: str, key: str, answers:
     sentinel = next(lit for lit in out.find_all(exp.Literal) if lit.is_string and lit.this == human.sentinel)
     item = sentinel.parent if isinstance(sentinel.parent, exp.Alias) else sentinel
     at = out.expressions.index(item)
-    columns = [exp.alias_(exp.column(c, table=a, quoted=True), c, quoted=True) for c in answers]
+    # a group operator's answers are one per group, on each of its rows: the statement's GROUP BY reads them once
+    columns = [exp.alias_(exp.Max(this=exp.column(c, table=a, quoted=True)) if human.group
+                          else exp.column(c, table=a, quoted=True), c, quoted=True) for c in answers]
     out.set("expressions", out.expressions[:at] + columns + out.expressions[at + 1:])
     join = exp.Join(this=exp.Table(this=identifier(view), db=identifier(SPARK), alias=exp.TableAlias(
         this=identifier(a))), kind="LEFT", on=exp.EQ(this=exp.column(key, table=alias, quoted=True),

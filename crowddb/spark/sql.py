@@ -587,6 +587,7 @@ def _ask_crowd(db: Any, spark: SparkSession, human: crowd.HumanCall, checked: ex
         raise ArgumentError(f"human operators over spark.{name} need its roles declared (its key joins the answers "
                             f"back, its quasi-identifiers are generalized before a HIT shows them): "
                             f"db.declare_roles('spark:{name}', quasi_identifiers=[...], key='id', ground_truth=...)")
+    _analysed(spark, _spark_text(checked))  # Spark's own refusal (a column GROUP BY lacks) before anything is paid
     return crowd.ask(db, spark, human, checked, tables[name], declared[name], _ledger_name(db, name), _spark_text)
 
 

@@ -18,7 +18,7 @@ from spark_session import spark  # noqa: F401
 import crowddb
 import crowddb.spark as cs
 from crowddb.datasets import adult_path
-from crowddb.errors import ArgumentError, PrivacyError
+from crowddb.errors import ArgumentError, CrowdDBError, PrivacyError
 
 N = 300
 QIS = ["age", "sex", "education_num"]
@@ -108,10 +108,16 @@ def test_the_same_crowd_query_as_on_a_local_table(spark, people, db, tmp_path): 
     compared: its workers look their knowledge up in the rows they are handed, here the release (raw
     quasi-identifiers never reach the driver), there the raw rows."""
     db.sql(ASK).toPandas()
+    same_as_local(db, people, ASK, tmp_path)
+
+
+def same_as_local(db, people: pd.DataFrame, statement: str, tmp_path) -> None:
+    """``statement`` over a local copy of ``people`` with the same seed publishes the HITs ``db`` published, item for
+    item in the same order, and pays the same."""
     with crowddb.connect(str(tmp_path / "local.duckdb"), progress=False, seed=3) as local:
         local.load_frame("people", people, quasi_identifiers=QIS, sensitive=["occupation"],
                          ground_truth="occupation", key="id", core=CORE)
-        local.sql(ASK.replace("spark.people", "people")).df()
+        local.sql(statement.replace("spark.people", "people")).df()
         hits = "SELECT hit_id, item_no, content FROM crowddb_hit_items ORDER BY hit_id, item_no"
         assert db.sql(hits).fetchall() == local.sql(hits).fetchall()
         assert payments(db) == payments(local)
@@ -147,8 +153,18 @@ def test_what_does_not_run_on_spark_is_refused_before_anything_is_released_or_pa
         (ArgumentError, "asks about whole rows", "SELECT getposition(workclass) AS job FROM spark.people"),
         (ArgumentError, "outermost SELECT", "SELECT * FROM (SELECT getposition(*) AS job FROM spark.people) t"),
         (ArgumentError, "anonymizer", "SELECT getposition(*, anonymizer := 'fka') AS job FROM spark.people"),
-        (ArgumentError, "group operator", ("SELECT c.workclass, getcandidate(*, 'teacher') AS t "
-                                           "FROM spark.people c GROUP BY c.workclass")),
+        (PrivacyError, "protected", ("SELECT c.sex, getcandidate(*, 'teacher') AS t "
+                                     "FROM spark.people c GROUP BY c.sex")),
+        (ArgumentError, "ROLLUP", ("SELECT c.workclass, getcandidate(*, 'teacher') AS t "
+                                   "FROM spark.people c GROUP BY ROLLUP (c.workclass)")),
+        (ArgumentError, "own answer", "SELECT getcandidate(*, 'teacher') AS t FROM spark.people c GROUP BY 1"),
+        (ArgumentError, "having", ("SELECT c.workclass, getcandidate(*, 'teacher') AS t FROM spark.people c "
+                                   "GROUP BY c.workclass HAVING count(*) > 2")),
+        (ArgumentError, "accuracy := is for tuple operators", ("SELECT c.workclass, getcandidate(*, 'teacher', "
+                                                                "accuracy := 0.9) AS t FROM spark.people c GROUP BY 1")),
+        (ArgumentError, "assignments", "SELECT c.workclass, getposition(*, assignments := 0) AS job FROM spark.people c"),
+        (CrowdDBError, "Spark rejected", ("SELECT c.workclass, c.hours_per_week, getcandidate(*, 'teacher') AS t "
+                                          "FROM spark.people c GROUP BY c.workclass")),
         (ArgumentError, "need its roles declared", "SELECT getposition(*) AS job FROM spark.undeclared"),
     ]
     spark.createDataFrame(pd.DataFrame({"x": [1, 2]})).createOrReplaceTempView("undeclared")
@@ -191,3 +207,53 @@ def test_an_accuracy_target_over_a_spark_table(spark, people, db):  # noqa: F811
     assert report["bought"] == answered and report["rounds"] >= 2  # a first run measures the crowd in round 2
     assert result.job_confidence.between(0, 1).all()
     assert abs(result.job_confidence.mean() - report["mean_confidence"]) < 1e-6
+
+
+PICK = ("SELECT c.workclass, getcandidate(*, 'Prof-specialty', tuples_per_hit := 200) AS pick FROM spark.people c "
+        "WHERE c.hours_per_week >= 40 GROUP BY c.workclass")
+
+
+def test_a_group_operator_picks_one_row_per_group_of_the_spark_release(spark, people, db, tmp_path):  # noqa: F811
+    """getcandidate(*, ...) ... GROUP BY over a Spark table: one pick per group, each the key of a row of that group
+    that WHERE kept (checked on the raw rows); every HIT shows one group's rows, in boxes covering at least k of the
+    rows asked about, and nothing protected; the HITs are those of the same statement over a local copy with the
+    same seed, item for item; a rerun pays nothing."""
+    asked = people[people.hours_per_week >= 40]
+    result = db.sql(PICK).toPandas()
+    assert sorted(result.workclass) == sorted(asked.workclass.unique())
+    row = asked.set_index("id")
+    assert all(row.loc[p, "workclass"] == w for w, p in zip(result.workclass, result.pick))  # a row of its group
+    hits = [json.loads(c) for (c,) in db.sql("SELECT content FROM crowddb_hit_items").fetchall()]  # a group each
+    assert sorted(len({r["workclass"] for r in group}) for group in hits) == [1] * len(hits)
+    assert len(hits) == asked.workclass.nunique()  # one item per group: no knock-out round
+    items = pd.DataFrame([r for group in hits for r in group])
+    assert sorted(items.columns) == sorted(CORE) and len(items) == len(asked)
+    for box, _ in items.groupby(QIS):
+        inside = np.logical_and.reduce([covers(label, asked[q]) for q, label in zip(QIS, box)])
+        assert inside.sum() >= 10, box
+    assert "id" not in items.columns and "occupation" not in items.columns
+    assert cs.releases(db, "people")[["release_no", "k", "status"]].values.tolist() == [[1, 10, "completed"]]
+    same_as_local(db, people, PICK, tmp_path)
+    before = payments(db)
+    again = db.sql(PICK).toPandas()
+    assert again.sort_values("workclass").reset_index(drop=True).equals(
+        result.sort_values("workclass").reset_index(drop=True))
+    assert payments(db) == before
+
+
+def test_a_group_operator_over_an_expression_and_without_group_by(spark, people, db):  # noqa: F811
+    """Groups by an expression Spark computes, and a statement without GROUP BY is one group, as locally; a group
+    larger than one HIT is decided in knock-out rounds."""
+    grouped = db.sql("SELECT c.hours_per_week > 45 AS long, getcandidate(*, 'Sales') AS pick FROM spark.people c "
+                     "WHERE c.hours_per_week >= 40 GROUP BY c.hours_per_week > 45").toPandas()
+    asked = people[people.hours_per_week >= 40].set_index("id")
+    assert sorted(grouped.long) == [False, True]
+    assert all((asked.loc[p, "hours_per_week"] > 45) == long for long, p in zip(grouped.long, grouped.pick))
+    # the same rows again (the same release: a second one of other rows would cut the first one's boxes)
+    one = db.sql("SELECT getcandidate(*, 'Sales') AS pick FROM spark.people c WHERE c.hours_per_week >= 40").toPandas()
+    assert len(one) == 1 and one.pick[0] in set(asked.index)
+    last = db.sql("SELECT i.content FROM crowddb_hit_items i JOIN crowddb_hits h USING (hit_id) "
+                  "WHERE h.run_id = (SELECT max(run_id) FROM crowddb_hits) ORDER BY h.hit_id, i.item_no").fetchall()
+    sizes = [len(json.loads(c)) for (c,) in last]
+    # knock-out rounds: every row once in round 1, at most a HIT's 100 rows an item; then one item of the winners
+    assert sum(sizes[:-1]) == len(asked) and max(sizes[:-1]) <= 100 and sizes[-1] == len(sizes) - 1 >= 2
