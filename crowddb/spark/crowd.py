@@ -205,7 +205,8 @@ def ask(db: Any, spark: SparkSession, human: HumanCall, checked: exp.Select, tab
     drops it once the statement is analysed)."""
     key, truth = roles["key"], roles.get("ground_truth")
     rows = spark.sql(to_spark(_input(checked, _groups(human, checked) if human.group else None)))
-    n = rows.count()
+    counts = ledger.key_counts(rows, key)  # the release's own check of the key reads them again: counted once
+    n = counts[0]
     if n > MAX_ROWS:
         raise ArgumentError(f"{human.node.name}: the statement asks the crowd about {n:,} rows of "
                             f"spark.{ledger_name}, more than {MAX_ROWS:,} (each is released to the driver and paid "
@@ -214,7 +215,7 @@ def ask(db: Any, spark: SparkSession, human: HumanCall, checked: exp.Select, tab
         raise ArgumentError(f"{human.node.name}: the statement's WHERE keeps no row of spark.{ledger_name}; nothing "
                             "to ask the crowd")
     domain = _domain(human, table, truth)  # before anything is released
-    released = ledger.release(db, rows, human.k, name=ledger_name, keep_key=True)
+    released = ledger.release(db, rows, human.k, name=ledger_name, keep_key=True, counts=counts)
     # what reaches the driver: the release without its sensitive columns and class, the key under our name
     dropped = set(roles["sensitive"]) - {truth} | {CLASS}
     shown = [c for c in released.columns if c not in dropped]

@@ -197,10 +197,26 @@ def _smallest_broken(after: DataFrame) -> tuple[int, int, int] | None:
     return int(found["n"]), int(found["size"]), int(k)
 
 
+def key_counts(df: DataFrame, key: str) -> tuple[int, int, int]:
+    """The rows of ``df``, their distinct keys and their NULL keys, by one Spark aggregation."""
+    n, distinct, nulls = df.agg(F.count(F.lit(1)), F.countDistinct(key), F.count(F.when(F.col(key).isNull(), 1))
+                                ).collect()[0]
+    return int(n), int(distinct), int(nulls)
+
+
+def integer_key(df: DataFrame, key: str, what: str, fix: str) -> None:
+    """Relaxed cuts part equal rows in the key's order, which tells every row apart: the key must be a column of
+    integers (ArgumentError naming ``what`` asked for it and the ``fix``)."""
+    if not isinstance(df.schema[key].dataType, T.IntegralType):
+        raise ArgumentError(f"{what} takes rows in the key's order, and the key {key!r} is not a column of integers; "
+                            f"{fix}")
+
+
 def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False, strict: bool = True,
             sensitive: str | None = None, l: int | None = None, hierarchies: dict | None = None,
             shared=None, order_by: str | None = None,
-            max_partition_rows: int = DEFAULT_PARTITION_ROWS) -> DataFrame:
+            max_partition_rows: int = DEFAULT_PARTITION_ROWS, counts: tuple[int, int, int] | None = None
+            ) -> DataFrame:
     """A k-anonymous release of the Spark table ``name`` (its DataFrame ``df``), by Mondrian on Spark over its
     declared quasi-identifiers, checked against every release of it on record and recorded in the crowddb database
     (``crowddb.spark.anonymize(db, df, k, name=...)`` calls this). Refused (PrivacyError, nothing written) when a
@@ -210,7 +226,8 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
     path, DataFrame or Hierarchy) and ``shared`` (QIs labelled alike for rows equal on them) shape this release as in
     ``crowddb.spark.anonymize``; relaxed cuts (``strict=False``) take rows in ``order_by``'s order, by default the
     key's (it tells every row apart; it must then be a column of integers). The ledger composes k across releases,
-    as the local one does (l is a property of each release, checked when it is made)."""
+    as the local one does (l is a property of each release, checked when it is made). ``counts``: ``key_counts(df,
+    key)`` when the caller has them already (one Spark job fewer)."""
     con = _con(db)
     if not isinstance(df, DataFrame):
         raise ArgumentError(f"spark:{name}: release expects the table's Spark DataFrame, got {type(df).__name__}")
@@ -221,16 +238,13 @@ def release(db: Any, df: DataFrame, k: int, *, name: str, keep_key: bool = False
     missing = [c for c in [*qis, key, *([sensitive] if isinstance(sensitive, str) else [])] if c not in df.columns]
     if missing:
         raise UnknownColumnError(f"spark:{name}: the DataFrame has no column(s) {missing} its roles name")
-    n, distinct, nulls = df.agg(F.count(F.lit(1)), F.countDistinct(key), F.count(F.when(F.col(key).isNull(), 1))
-                                ).collect()[0]
+    n, distinct, nulls = key_counts(df, key) if counts is None else counts
     if nulls or distinct != n:
         raise ArgumentError(f"spark:{name}: the key {key!r} must tell every row apart ({n} rows, {distinct} distinct "
                             f"keys, {nulls} NULL); the ledger follows rows across releases by it")
     if not strict and order_by is None:
-        if not isinstance(df.schema[key].dataType, T.IntegralType):
-            raise ArgumentError(f"spark:{name}: relaxed Mondrian (strict=False) takes rows in the key's order, and the "
-                                f"key {key!r} is not a column of integers; pass order_by=<a column of unique "
-                                "integers> or use strict=True")
+        integer_key(df, key, f"spark:{name}: relaxed Mondrian (strict=False)",
+                    "pass order_by=<a column of unique integers> or use strict=True")
         order_by = key  # relaxed cuts part equal rows by their order: the key's, which tells every row apart
     released = anonymize(df, qis, k, strict=strict, sensitive=sensitive, l=l, hierarchies=hierarchies,
                          kinds=declared["kinds"] or None, shared=shared, order_by=order_by,

@@ -57,7 +57,6 @@ import sqlglot
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.qualify import qualify
@@ -237,11 +236,9 @@ def _bind_call(node: exp.Table, tables: dict[str, DataFrame], declared: dict[str
                                 f"from the declared {qis}; the ledger checks releases over the declared ones: "
                                 f"declare them with db.declare_roles('spark:{name}', ...) or leave the argument out")
         key = roles_of["key"]
-        if not args["strict"] and key in columns and not isinstance(tables[name].schema[key].dataType,
-                                                                    T.IntegralType):
-            raise ArgumentError(f"ANONYMIZE(spark.{name}, strict := false): relaxed cuts take rows in the key's order, "
-                                f"and the key {key!r} is not a column of integers; declare an integer key or use "
-                                "strict := true")
+        if not args["strict"] and key in columns:
+            ledger.integer_key(tables[name], key, f"ANONYMIZE(spark.{name}, strict := false)",
+                               "declare an integer key or use strict := true")
         out = [c for c in columns if args["keep_key"] or c != key] + [CLASS]
         return _Call(kind, name, args, {}, view, out)
     if kind == "truth_discover":

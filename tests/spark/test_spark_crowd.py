@@ -160,9 +160,10 @@ def test_what_does_not_run_on_spark_is_refused_before_anything_is_released_or_pa
         (ArgumentError, "own answer", "SELECT getcandidate(*, 'teacher') AS t FROM spark.people c GROUP BY 1"),
         (ArgumentError, "having", ("SELECT c.workclass, getcandidate(*, 'teacher') AS t FROM spark.people c "
                                    "GROUP BY c.workclass HAVING count(*) > 2")),
-        (ArgumentError, "accuracy := is for tuple operators", ("SELECT c.workclass, getcandidate(*, 'teacher', "
-                                                                "accuracy := 0.9) AS t FROM spark.people c GROUP BY 1")),
-        (ArgumentError, "assignments", "SELECT c.workclass, getposition(*, assignments := 0) AS job FROM spark.people c"),
+        (ArgumentError, "accuracy := is for tuple operators", (
+            "SELECT c.workclass, getcandidate(*, 'teacher', accuracy := 0.9) AS t FROM spark.people c GROUP BY 1")),
+        (ArgumentError, "assignments", (
+            "SELECT c.workclass, getposition(*, assignments := 0) AS job FROM spark.people c")),
         (CrowdDBError, "Spark rejected", ("SELECT c.workclass, c.hours_per_week, getcandidate(*, 'teacher') AS t "
                                           "FROM spark.people c GROUP BY c.workclass")),
         (ArgumentError, "need its roles declared", "SELECT getposition(*) AS job FROM spark.undeclared"),

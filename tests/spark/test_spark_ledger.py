@@ -178,9 +178,14 @@ def test_bad_requests_are_refused_before_anything_is_written(spark, people, db, 
     cs.declare_roles(db, "twice", people.unionByName(people.limit(5)), quasi_identifiers=["age"], key="id")
     with pytest.raises(ArgumentError, match="must tell every row apart"):
         cs.anonymize(db, people.unionByName(people.limit(5)), 10, name="twice")
+    texts = people.withColumn("id", people["id"].cast("string"))
+    cs.declare_roles(db, "texts", texts, quasi_identifiers=["age"], key="id")
+    with pytest.raises(ArgumentError, match=r"spark:texts: relaxed Mondrian \(strict=False\) takes rows in the key's "
+                                            r"order, and the key 'id' is not a column of integers; pass order_by="):
+        cs.anonymize(db, texts, 10, name="texts", strict=False)
     declare(db, people, ["age"])
     cs.anonymize(db, people, 10, name="adult")
     with pytest.raises(PrivacyError, match="Keep the key"):
         cs.declare_roles(db, "adult", people.withColumnRenamed("id", "ident"), quasi_identifiers=["age"],
                          key="ident")
-    assert cs.releases(db, "twice").empty and len(cs.releases(db, "adult")) == 1
+    assert cs.releases(db, "twice").empty and cs.releases(db, "texts").empty and len(cs.releases(db, "adult")) == 1

@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pytest
+from pyspark.sql import functions as F
 from spark_session import spark  # noqa: F401
 
 import crowddb
@@ -107,6 +108,15 @@ def test_a_statement_spark_rejects_records_no_release(spark, frames, db):  # noq
     with pytest.raises(ArgumentError, match="roles are not declared"):
         db.sql("SELECT * FROM ANONYMIZE(spark.jobs, k := 2)")
     assert cs.releases(db, "census").empty
+    frames["census"].withColumn("id", F.col("id").cast("string")).createOrReplaceTempView("census_texts")
+    try:
+        db.declare_roles("spark:census_texts", quasi_identifiers=QIS, sensitive=["occupation"], key="id")
+        with pytest.raises(ArgumentError, match=r"ANONYMIZE\(spark.census_texts, strict := false\) takes rows in the "
+                                                r"key's order, and the key 'id' is not a column of integers; declare"):
+            db.sql("SELECT * FROM ANONYMIZE(spark.census_texts, k := 10, strict := false)")
+        assert cs.releases(db, "census_texts").empty
+    finally:
+        spark.catalog.dropTempView("census_texts")
 
 
 def test_anonymize_through_sql_takes_l_diversity_and_hierarchies(spark, frames, db, tmp_path):  # noqa: F811
