@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 from scipy.spatial import cKDTree
 
+from ..anonymize.encoding import sorted_texts
+
 _RANGE = re.compile(r"^\[\s*(-?[\d.eE+]+)\s*[-,~]\s*(-?[\d.eE+]+)\s*\]$")
 _SET = re.compile(r"^\{(.*)\}$")
 _MISMATCH = 1.0e4  # code-space penalty: any categorical mismatch outweighs every numeric distance
@@ -91,7 +93,7 @@ class KnowledgeBase:
 
     def _draw_numeric(self, shown: pd.Series, n: int, draws: int, rng: np.random.Generator) -> np.ndarray:
         """Uniform draws inside each shown range ('[lo-hi]'), the value itself, or the whole domain ('*')."""
-        uniques, inverse = np.unique(shown.astype(str).to_numpy(), return_inverse=True)
+        uniques, inverse = sorted_texts(shown.to_numpy())  # each distinct text once (a NULL as 'None'/'nan')
         lo = np.empty(len(uniques))
         hi = np.empty(len(uniques))
         for j, text in enumerate(uniques):  # one parse per distinct published value, not per row
@@ -118,7 +120,7 @@ class KnowledgeBase:
         """Uniform draws among the values a shown set ('{a,b}'), label or '*' stands for; a plain value is itself."""
         categories = self._categories[shown.name]
         index = {v: i for i, v in enumerate(categories)}
-        uniques, inverse = np.unique(shown.astype(str).to_numpy(), return_inverse=True)
+        uniques, inverse = sorted_texts(shown.to_numpy())  # each distinct text once (a NULL as 'None'/'nan')
         members = [self._members(shown.name, text, categories, index) for text in uniques]
         sizes = np.array([len(m) for m in members], dtype=np.int64)  # int offsets even with no rows
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])

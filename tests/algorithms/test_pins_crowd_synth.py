@@ -1334,3 +1334,19 @@ def test_knowledge_sample_of_no_rows_is_empty():
     empty = pd.DataFrame({"x": pd.Series([], dtype=float), "c": pd.Series([], dtype=object)})
     got = kb.sample(empty, 3, np.random.default_rng(0))
     assert got.shape == (0, 3)
+
+
+def test_a_null_shown_value_is_drawn_as_unknown():
+    """A published NULL (a core column's missing value) is the text 'None' or 'nan', as str() prints it: a number
+    drawn from the whole range, a category no record has (code -1); the other rows draw as before."""
+    kb = KnowledgeBase(_kb_frame(), _TRUTH)
+    shown = pd.DataFrame({"x": ["[2-5]", None, "7"], "n": [None, "[10-20]", "30"], "c": ["{a,b}", None, "c"]},
+                         dtype=object)
+    rng = np.random.default_rng(0)
+    x = kb._draw_numeric(shown["x"], 3, 50, rng)
+    assert ((x[0] >= 2) & (x[0] <= 5)).all() and ((x[1] >= 1) & (x[1] <= 11)).all() and (x[2] == 7).all()
+    n = kb._draw_numeric(shown["n"], 3, 50, rng)
+    assert ((n[0] >= 10) & (n[0] <= 60)).all() and ((n[1] >= 10) & (n[1] <= 20)).all() and (n[2] == 30).all()
+    c = kb._draw_categorical(shown["c"], 3, 50, rng)
+    assert set(c[0]) == {0, 1} and (c[1] == -1).all() and (c[2] == 2).all()
+    assert kb.sample(shown, 4, np.random.default_rng(1)).shape == (3, 4)
