@@ -160,15 +160,16 @@ class Identities:
     def _views(self, parts: tuple[str, ...]) -> list[tuple[str, str, str]]:
         """Views the spelling may name, by DuckDB's search order: the temp catalog first, then the current database's
         search path (qualified spellings: those qualifiers)."""
-        rows = self.con.execute(
-            "SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal AND "
-            "lower(view_name) = lower(?)", [parts[-1]]).fetchall()
+        # the candidates and the search order, in one statement
+        current, schema, path, found = self.con.execute(
+            "SELECT current_database(), current_schema(), current_setting('search_path'), "
+            "(SELECT list((database_name, schema_name, view_name)) FROM duckdb_views() WHERE NOT internal AND "
+            "lower(view_name) = lower(?))", [parts[-1]]).fetchall()[0]
+        rows = [tuple(r) for r in found or ()]
         if len(parts) == 3:
             return [r for r in rows if r[0].lower() == parts[0].lower() and r[1].lower() == parts[1].lower()]
         if len(parts) == 2:
             return [r for r in rows if parts[0].lower() in (r[0].lower(), r[1].lower())]
-        current, schema, path = self.con.execute(
-            "SELECT current_database(), current_schema(), current_setting('search_path')").fetchall()[0]
         schemas = {schema.lower(), *(p.strip().split(".")[-1].strip('"').lower() for p in path.split(",") if p.strip())}
         return ([r for r in rows if r[0] == "temp"]
                 or [r for r in rows if r[0].lower() == current.lower() and r[1].lower() in schemas])
