@@ -447,19 +447,24 @@ def version(con: duckdb.DuckDBPyConnection, table: str) -> tuple:
     rows, the newest one's number (a sequence: a release recorded after a ROLLBACK has a larger one than the release
     rolled back), and the tables' links, whole. Releases of other tables leave it as it was: they change no history
     of its rows."""
-    releases, rows, newest, linked = con.execute(
-        "SELECT (SELECT coalesce(sum(releases), 0) FROM crowddb_ledger_tables WHERE table_name = $1), "
-        "(SELECT count(*) FROM crowddb_ledger WHERE table_name = $1), "
-        "(SELECT max(release_no) FROM crowddb_ledger WHERE table_name = $1), "
-        f"(SELECT list(l ORDER BY l.table_name) FROM {links.LINKS} l)", [links.root(con, table)]).fetchall()[0]
+    releases, rows, newest, linked = con.execute(f"SELECT {_VERSION}", [links.root(con, table)]).fetchall()[0]
     return int(releases), int(rows), newest, linked
 
 
-def on_record_as_repeat(con: duckdb.DuckDBPyConnection, release: str) -> bool:
-    """Is ``release`` on record, for every table it showed, as a repeat of an earlier release (it showed nothing
-    new)?"""
-    return bool(con.execute("SELECT count(*) > 0 AND count(*) = count(repeats) FROM crowddb_ledger WHERE release = ?",
-                            [release]).fetchall()[0][0])
+def version_after(con: duckdb.DuckDBPyConnection, table: str, release: str) -> tuple[tuple, bool]:
+    """``version(con, table)`` once ``release`` is recorded, and whether it is on record, for every table it showed,
+    as a repeat of an earlier release (it showed nothing new): both in one statement."""
+    releases, rows, newest, linked, repeat = con.execute(
+        f"SELECT {_VERSION}, (SELECT count(*) > 0 AND count(*) = count(repeats) FROM crowddb_ledger "
+        "WHERE release = $2)", [links.root(con, table), release]).fetchall()[0]
+    return (int(releases), int(rows), newest, linked), bool(repeat)
+
+
+# the counters ``version`` reads ($1: the table's ledger root)
+_VERSION = ("(SELECT coalesce(sum(releases), 0) FROM crowddb_ledger_tables WHERE table_name = $1), "
+            "(SELECT count(*) FROM crowddb_ledger WHERE table_name = $1), "
+            "(SELECT max(release_no) FROM crowddb_ledger WHERE table_name = $1), "
+            f"(SELECT list(l ORDER BY l.table_name) FROM {links.LINKS} l)")
 
 
 def _has_history(con: duckdb.DuckDBPyConnection, table: str) -> bool:

@@ -78,9 +78,8 @@ def keep(con: duckdb.DuckDBPyConnection, table: str, release_name: str, before: 
     tables.pop(table, None)
     if remembered is None:
         return
-    state = composition.version(con, table)
-    if (not composition.on_record_as_repeat(con, release_name)
-            or (state[0], state[1], state[3]) != (before[0] + 1, before[1] + 1, before[3])):
+    state, repeat = composition.version_after(con, table, release_name)
+    if not repeat or (state[0], state[1], state[3]) != (before[0] + 1, before[1] + 1, before[3]):
         return
     remembered.state = state
     while len(tables) >= _KEPT_PER_CONNECTION:
