@@ -244,7 +244,7 @@ def _asked(db: Any, human: HumanCall, arrow: pa.Table, truth: str | None, core: 
     finally:
         db.declare_roles(local)  # no roles: the catalog forgets the temp table
         con.execute(f"DROP TABLE IF EXISTS {name}").fetchall()
-    if human.group:  # each row gets its group's answers (its pick, the pick's confidence)
+    if human.group:  # each row gets its group's answer: the key of the row the crowd picked
         rows = arrow.select([_KEY, _GROUP]).join(got, _GROUP, join_type="left outer")
         return rows.drop_columns([_GROUP])
     keys = arrow.column(_KEY).take(got.column("__crowd_row"))
