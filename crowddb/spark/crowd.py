@@ -120,10 +120,9 @@ def find(statement: exp.Expression, registry: Any) -> HumanCall | None:
     if named.get("anonymizer", "mondrian") != "mondrian":
         raise ArgumentError(f"{node.name} on Spark generalizes with Mondrian on Spark (the Spark ledger's release); "
                             f"anonymizer := {named['anonymizer']!r} runs on local tables only")
-    bind(node, registry)  # the call's own arguments and overrides, checked before anything is released
-    k = named.get("k", op.k)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-        raise ArgumentError(f"{node.name}: k must be an integer of at least 2, got {k!r}")
+    # the call's own arguments and overrides (k an integer of at least 2 among them), checked before anything is
+    # released, by the rules the local operator binds with
+    k = bind(node, registry).definition.k
     alias = item.alias if isinstance(item, exp.Alias) else node.name
     return HumanCall(node, spark_name(table), alias, op, int(k), f"__crowd_human_{uuid.uuid4().hex}", group)
 

@@ -162,6 +162,10 @@ def test_what_does_not_run_on_spark_is_refused_before_anything_is_released_or_pa
                                    "GROUP BY c.workclass HAVING count(*) > 2")),
         (ArgumentError, "accuracy := is for tuple operators", (
             "SELECT c.workclass, getcandidate(*, 'teacher', accuracy := 0.9) AS t FROM spark.people c GROUP BY 1")),
+        (ArgumentError, "k := 1 must be at least 2", (
+            "SELECT c.workclass, getposition(*, k := 1) AS job FROM spark.people c")),
+        (ArgumentError, "k := 'ten' must be an integer", (
+            "SELECT c.workclass, getposition(*, k := 'ten') AS job FROM spark.people c")),
         (ArgumentError, "assignments", (
             "SELECT c.workclass, getposition(*, assignments := 0) AS job FROM spark.people c")),
         (CrowdDBError, "Spark rejected", ("SELECT c.workclass, c.hours_per_week, getcandidate(*, 'teacher') AS t "
