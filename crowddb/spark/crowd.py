@@ -112,17 +112,19 @@ def find(statement: exp.Expression, registry: Any) -> HumanCall | None:
     table = source.this if source is not None else None
     if not isinstance(table, exp.Table) or spark_name(table) is None:
         raise ArgumentError(f"{node.name} on Spark reads one Spark table, spark.<name>; {_SHAPE}")
-    positional, named = split_arguments(node, node.name)
+    positional = split_arguments(node, node.name)[0]
     if not positional or not isinstance(positional[0], exp.Star):
         raise ArgumentError(f"{node.name}(*, ...) on Spark asks about whole rows (the release of every column a HIT "
                             "may show); name the columns a HIT shows by declaring them core: "
                             "db.declare_roles('spark:<name>', ..., core=[...])")
-    if named.get("anonymizer", "mondrian") != "mondrian":
-        raise ArgumentError(f"{node.name} on Spark generalizes with Mondrian on Spark (the Spark ledger's release); "
-                            f"anonymizer := {named['anonymizer']!r} runs on local tables only")
     # the call's own arguments and overrides (k an integer of at least 2 among them), checked before anything is
     # released, by the rules the local operator binds with
-    k = bind(node, registry).definition.k
+    definition = bind(node, registry).definition
+    if definition.anonymizer != "mondrian":  # the call's override or the operator's own definition (its TOML)
+        raise ArgumentError(f"{node.name} on Spark generalizes with Mondrian on Spark (the Spark ledger's release); "
+                            f"anonymizer {definition.anonymizer!r} runs on local tables only: pass "
+                            "anonymizer := 'mondrian'")
+    k = definition.k
     alias = item.alias if isinstance(item, exp.Alias) else node.name
     return HumanCall(node, spark_name(table), alias, op, int(k), f"__crowd_human_{uuid.uuid4().hex}", group)
 

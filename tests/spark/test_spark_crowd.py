@@ -7,6 +7,7 @@ and no protected value is in any HIT."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import re
 
 import numpy as np
@@ -179,6 +180,21 @@ def test_what_does_not_run_on_spark_is_refused_before_anything_is_released_or_pa
                 db.sql(statement)
     finally:
         spark.catalog.dropTempView("undeclared")
+    assert cs.releases(db, "people").empty
+    assert payments(db) == (0, 0.0)
+    assert db.sql("SELECT count(*) FROM crowddb_hits").fetchall() == [(0,)]
+
+
+def test_an_operator_defined_with_another_anonymizer_is_refused_on_spark(spark, people, db, tmp_path):  # noqa: F811
+    # the definition's own anonymizer (its TOML), not only a call's override, decides: Spark runs Mondrian alone
+    toml = (Path(__file__).resolve().parents[2] / "udfs" / "getposition.toml").read_text()
+    for anonymizer in ("fka", "datafly"):
+        path = tmp_path / f"pick_{anonymizer}.toml"
+        path.write_text(toml.replace('name = "getposition"', f'name = "pick_{anonymizer}"')
+                        .replace('anonymizer = "mondrian"', f'anonymizer = "{anonymizer}"'))
+        db.register_udf(path)
+        with pytest.raises(ArgumentError, match=f"anonymizer '{anonymizer}' runs on local tables only"):
+            db.sql(f"SELECT c.workclass, pick_{anonymizer}(*) AS job FROM spark.people c")
     assert cs.releases(db, "people").empty
     assert payments(db) == (0, 0.0)
     assert db.sql("SELECT count(*) FROM crowddb_hits").fetchall() == [(0,)]
