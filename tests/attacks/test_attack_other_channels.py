@@ -24,6 +24,7 @@ def op(extra: str = "") -> str:
 FKA, DATAFLY, INCOGNITO, NONE = (op(f"anonymizer := '{a}'") for a in ("fka", "datafly", "incognito", "none"))
 DOMAIN_SUB = op("domain := (SELECT list(occupation ORDER BY pid)[1:3] FROM canary)")
 DOMAIN_VAR = op("domain := getvariable('d')")
+DOMAIN_AB = "domain := ['a', 'b']"  # rows without the ground truth: the answers to choose from given
 
 CASES = {
     # the question text and the answer domain
@@ -69,6 +70,21 @@ CASES = {
             "sex || '' AS sex, education_num::VARCHAR AS education_num, workclass, hours_per_week, job FROM canary)"),
         None),
     "tuples_per_hit_one_k_two": ([], f"SELECT {op('tuples_per_hit := 1')} AS a FROM canary", None),
+    # catalog objects and statements whose values come from data (found by a probe of stop 40: withheld)
+    "enum_type_made_of_a_sensitive_column": (
+        ["CREATE TYPE occupations AS ENUM (SELECT DISTINCT occupation FROM canary)"],
+        (f"SELECT {op()} AS a FROM (SELECT age, sex, education_num, "
+         "array_to_string(enum_range(NULL::occupations), ',') AS workclass, hours_per_week, job FROM canary)"), None),
+    "enum_type_made_of_a_secret_first_value": (
+        ["CREATE TYPE secrets AS ENUM (SELECT DISTINCT secret FROM canary)"],
+        (f"SELECT {op()} AS a FROM (SELECT age, sex, education_num, enum_first(NULL::secrets) AS workclass, "
+         "hours_per_week, job FROM canary)"), None),
+    "summarize_of_the_table": (
+        [], (f"SELECT {op(DOMAIN_AB)} AS a FROM (SELECT max AS workclass, 40 AS hours_per_week "
+             "FROM (SUMMARIZE canary))"), None),
+    "describe_of_a_query": (
+        [], (f"SELECT {op(DOMAIN_AB)} AS a FROM (SELECT column_name AS workclass, 40 AS hours_per_week "
+             "FROM (DESCRIBE SELECT * FROM canary))"), None),
 }
 
 

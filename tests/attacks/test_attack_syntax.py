@@ -96,6 +96,24 @@ CASES = {
     "from_first_syntax": over("FROM canary SELECT age, sex, education_num, secret AS workclass, hours_per_week, job"),
     "correlated_scalar_subquery_without_from": col("(SELECT c.occupation)"),
     "row_cast_to_named_struct": col("CAST(ROW(c.occupation) AS STRUCT(workclass VARCHAR)).workclass"),
+    # JSON, maps, unions and text formatting (found by a probe of stop 40: withheld or refused)
+    "json_object_field": col("json_object('o', c.occupation)->>'o'"),
+    "to_json_of_the_row": col("to_json(c)::VARCHAR"),
+    "map_key_from_a_sensitive_column": col("map([c.occupation], [1])::VARCHAR"),
+    "union_value_extracted": col("union_extract(union_value(k := c.secret), 'k')"),
+    "format_and_printf": col("format('{}', c.occupation) || printf('%s', c.pid)"),
+    "greatest_of_a_core_and_a_sensitive_column": col("greatest(c.workclass, c.secret)"),
+    "values_row_in_a_scalar_subquery": col("(SELECT v FROM (VALUES (c.occupation)) x(v))"),
+    "histogram_over_a_window": col("histogram(c.occupation) OVER ()::VARCHAR"),
+    "lag_over_an_order": col("lag(c.secret) OVER (ORDER BY c.age)"),
+    "asof_join_brings_the_column": over(
+        "SELECT c.age, c.sex, c.education_num, d.occupation AS workclass, c.hours_per_week, c.job "
+        "FROM canary c ASOF JOIN canary d ON c.pid = d.pid AND c.age >= d.age"),
+    "recursive_cte_seeded_with_a_sensitive_column": (
+        "WITH RECURSIVE r(age, sex, education_num, workclass, hours_per_week, job, n) AS ("
+        "SELECT age, sex, education_num, secret, hours_per_week, job, 1 FROM canary UNION ALL "
+        "SELECT age, sex, education_num, workclass, hours_per_week, job, n + 1 FROM r WHERE n < 1) "
+        f"SELECT {OP} AS ans FROM r"),
 }
 
 
