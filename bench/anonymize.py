@@ -224,6 +224,8 @@ def main() -> None:
     ap.add_argument("--skip-big", action="store_true")
     ap.add_argument("--ks", type=int, nargs="+", default=list(KS), help="the k values to run (issue 26: 2 10 50)")
     args = ap.parse_args()
+    if args.repeats < 2:  # the first repeats are timed on the copies but the one the repeats run on
+        ap.error("--repeats must be at least 2")
     adult = load_adult()
     enc = encode(adult, QIS)
     records = coded_records(adult, QIS)
@@ -234,12 +236,13 @@ def main() -> None:
     db.load_frame("adult", adult)
     mondrian = reference_mondrian()
     head = (f"{'k':>4} | {'ref part':>8} {'ref all':>7} {'ref NCP%':>8} | {'port all':>8} | {'core s':>7} "
-            f"{'anonymize s':>11} {'SQL s':>7} {'rep s':>7} {'NCP%':>6} | {'x SQL':>6} {'x rep':>6} {'x SQLp':>6} "
-            f"{'x core':>6} | {'SQL/an':>6} {'rep/an':>6} | {'NCP ok':>6}")
+            f"{'anonymize s':>11} {'SQL s':>7} {'rep1 s':>7} {'rep s':>7} {'NCP%':>6} | {'x SQL':>6} {'x rep':>6} "
+            f"{'x SQLp':>6} {'x core':>6} | {'SQL/an':>6} {'rep1/an':>7} {'rep/an':>6} | {'NCP ok':>6}")
     print(head)
     print("-" * len(head))
     worst = worst_sql = float("inf")
-    over = []  # (k, SQL / anonymize(), repeat / anonymize()): issue 26's goals, at most 2x and 1.3x
+    over = []  # (k, SQL / anonymize(), first repeat / anonymize(), repeat / anonymize()): issue 26's goals, at
+    # most 2x and 1.3x
     for k in args.ks:
         r_part, r_all, ncp_ref = reference_run(mondrian, records, k, args.repeats)
         _, t_all, ncp_py = baseline(records, k, args.repeats)
@@ -251,24 +254,30 @@ def main() -> None:
             db.load_frame(name, adult)
         t_sql, (ncp_sql, smallest) = best_of(lambda k=k, c=copies, f=fresh: sql_release(db, c[next(f)], k),
                                              args.repeats)
-        t_rep, _ = best_of(lambda k=k, c=copies: sql_release(db, c[0], k), args.repeats)  # repeats of one release
+        # the first repeat of each copy's release but one (the rows' boxes read from the ledger), then repeats of one
+        # release (served as kept for it)
+        others = iter(copies[1:])
+        t_rep1, _ = best_of(lambda k=k, o=others: sql_release(db, next(o), k), max(args.repeats - 1, 1))
+        t_rep, _ = best_of(lambda k=k, c=copies: sql_release(db, c[0], k), args.repeats)
         ncp = rel.metrics["ncp"]
         worst = min(worst, r_part / t_core)
         worst_sql = min(worst_sql, r_all / t_sql)
         ok = ncp <= ncp_ref + 1e-9 and abs(ncp_py - ncp_ref) < 0.005 and abs(ncp_sql - ncp) < 1e-9 and smallest >= k
         print(f"{k:>4} | {r_part:8.3f} {r_all:7.3f} {ncp_ref:8.2f} | {t_all:8.3f} | {t_core:7.4f} {t_full:11.4f} "
-              f"{t_sql:7.4f} {t_rep:7.4f} {ncp:6.2f} | {r_all / t_sql:6.1f} {r_all / t_rep:6.1f} {t_all / t_sql:6.1f} "
-              f"{r_part / t_core:6.1f} | {t_sql / t_full:6.2f} {t_rep / t_full:6.2f} | {'yes' if ok else 'NO':>6}")
-        over.append((k, t_sql / t_full, t_rep / t_full))
+              f"{t_sql:7.4f} {t_rep1:7.4f} {t_rep:7.4f} {ncp:6.2f} | {r_all / t_sql:6.1f} {r_all / t_rep:6.1f} "
+              f"{t_all / t_sql:6.1f} {r_part / t_core:6.1f} | {t_sql / t_full:6.2f} {t_rep1 / t_full:7.2f} "
+              f"{t_rep / t_full:6.2f} | {'yes' if ok else 'NO':>6}")
+        over.append((k, t_sql / t_full, t_rep1 / t_full, t_rep / t_full))
     print("ref: qiyuangong/Mondrian run unchanged (bench/reference/qiyuangong): 'part' its own timer (partitioning), "
           "'all' its whole mondrian() call\nport all: this file's faithful port of it (same cuts, same NCP), whole "
           "run\nSQL s: SELECT count(*) FROM ANONYMIZE(adult, k := K, ...), a new release each time (a fresh copy of the "
-          "table: the privacy ledger records every row); rep s: the same release again (a repeat, on record by "
-          "reference)\nx SQL / x rep: the reference's whole run over SQL s / rep s; x SQLp: the port's over SQL s\nx core: mondrian_groups() vs the reference's partitioning (the phase it times itself)\n"
-          "SQL/an, rep/an: SQL s and rep s over anonymize() alone on the same frame (issue 26: at most 2x and 1.3x)\n"
+          "table: the privacy ledger records every row); rep1 s: a release asked again the first time (its rows' boxes read "
+          "from the ledger); rep s: the same release again (a repeat, on record by reference)\nx SQL / x rep: the reference's whole run over SQL s / rep s; x SQLp: the port's over SQL s\nx core: mondrian_groups() vs the reference's partitioning (the phase it times itself)\n"
+          "SQL/an, rep1/an, rep/an: SQL s, rep1 s and rep s over anonymize() alone on the same frame (issue 26: at "
+          "most 2x and 1.3x)\n"
           "NCP ok: ours <= the reference's, the port's NCP is the reference's, SQL's NCP is anonymize()'s, every SQL class >= k\n"
           f"lowest x core: {worst:.1f}; lowest x SQL: {worst_sql:.1f}; highest SQL/an {max(o[1] for o in over):.2f}, "
-          f"rep/an {max(o[2] for o in over):.2f}")
+          f"rep1/an {max(o[2] for o in over):.2f}, rep/an {max(o[3] for o in over):.2f}")
     if not args.skip_big:
         big = resample_with_jitter(adult, args.big)
         t_enc, benc = best_of(lambda: encode(big, QIS), 1)

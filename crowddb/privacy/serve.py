@@ -109,7 +109,7 @@ def plan(requested: np.ndarray, classes: pd.DataFrame, k: int, signature: str, *
         from ..anonymize.encoding import sorted_texts  # the algorithm layer
 
         _, box_rank = sorted_texts(members["last_box"].astype(object).fillna("").to_numpy(dtype=object))
-        _, out[row_again] = np.unique(box_rank[cls[row_again]], return_inverse=True)
+        out[row_again] = _dense(box_rank[cls[row_again]], int(box_rank.max(initial=-1)) + 1)
     merged = np.full(len(info), -1, dtype=np.int64)
     if (~again).any():
         base = int(out.max()) + 1
@@ -134,7 +134,7 @@ def _classes_of(rows: np.ndarray, shown: pd.DataFrame) -> tuple[np.ndarray, pd.D
     at = np.clip(np.searchsorted(refs, rows, sorter=order), 0, max(len(refs) - 1, 0))
     found = (refs[order[at]] == rows) if len(refs) else np.zeros(len(rows), dtype=bool)
     cls = np.where(found, history[order[at]] if len(refs) else -1, -1).astype(np.int64)
-    _, first = np.unique(history, return_index=True)
+    first = _firsts(history)
     members = shown.iloc[first][["last_box", "last_release", "last_k", "last_quasi_identifiers"]].reset_index(drop=True)
     members["last_k"] = pd.to_numeric(members["last_k"], errors="coerce")
     members["size"] = np.bincount(history, minlength=len(first))
@@ -200,6 +200,39 @@ def labels(served: Served, raw: pd.DataFrame, quasi_identifiers: list[str], kind
         metrics.update(new_rows=int(new.sum()), new_rows_ncp=release.metrics.get("ncp"))
         metrics["served"] += f"; {int(new.sum())} rows new since: in classes of their own"
     return out, metrics
+
+
+def box_labels(served: Served, n: int, quasi_identifiers: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray],
+                                                                          dict[str, Any]]:
+    """``labels`` of a plan that shows each of its first ``n`` rows in the box an earlier release showed it in, as
+    the release's pre-classes: each row's class (rows printing the same box, numbered as first met: ``labels``'
+    texts give the same numbering, one box printing one text per quasi-identifier) and each class's text per
+    quasi-identifier. Each distinct box is split once; no text is made per row."""
+    names = sorted(quasi_identifiers)
+    pre_class = pd.factorize(served.groups[:n])[0]  # (one class per distinct box: ``plan``)
+    first = _firsts(pre_class)
+    parts = [box.split(BOX_SEPARATOR) for box in served.boxes[:n][first]]
+    if any(len(p) != len(names) for p in parts):  # (a reused box is over these quasi-identifiers by construction)
+        raise Refused(f"an earlier box does not print {names}", "ask over the quasi-identifiers it was shown over")
+    texts = np.array(parts, dtype=object).reshape(len(parts), len(names))
+    return (pre_class.astype(np.int64), {q: texts[:, names.index(q)] for q in quasi_identifiers},
+            {"method": "served", "served": served.how})
+
+
+def _firsts(codes: np.ndarray) -> np.ndarray:
+    """Where each code first occurs, code by code, for codes numbered as first met (``pd.factorize``'s): where the
+    running maximum grows (``np.unique(codes, return_index=True)[1]`` without sorting the rows)."""
+    if not len(codes):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.r_[True, codes[1:] > np.maximum.accumulate(codes)[:-1]])
+
+
+def _dense(values: np.ndarray, size: int) -> np.ndarray:
+    """``np.unique(values, return_inverse=True)[1]`` for integers in [0, size): each value's rank among those
+    present, by one pass over a table of ``size`` (no sort of the rows)."""
+    present = np.zeros(size, dtype=bool)
+    present[values] = True
+    return (np.cumsum(present) - 1)[values].astype(np.int64)
 
 
 def _joined(unit: np.ndarray, groups: np.ndarray, n_units: int) -> np.ndarray:

@@ -46,6 +46,44 @@ def test_a_smaller_k_is_served_by_the_earlier_classes_and_a_subset_in_its_boxes(
     assert pd.notna(plan.boxes).all() and plan.boxes[0] == "[30-39]\x1fM\x1f*"
 
 
+def test_a_plan_in_earlier_boxes_is_labelled_per_box_as_labels_does_per_row():
+    # box_labels (each distinct box split once) against labels (each row's texts), on the plan above and on random
+    # plans of many boxes, some texts shared by two joint classes (one box printed twice)
+    def per_row(plan, n):
+        raw = pd.DataFrame({"age": np.zeros(n), "sex": "x", "zip": "y"})
+        shown, _ = serve.labels(plan, raw, ["age", "sex", "zip"], None, 10, None)
+        tuples = list(zip(*(shown[c] for c in ["zip", "age", "sex"]), strict=True))
+        pre = pd.factorize(pd.Series(tuples, dtype=object))[0]  # rows printing the same texts, as first met
+        first = np.unique(pre, return_index=True)[1]
+        return pre, {c: shown[c].to_numpy(dtype=object)[first] for c in ["zip", "age", "sex"]}
+
+    rng = np.random.default_rng(7)
+    plans = [(serve.plan(np.array(C + A + B), EARLIER, 10, SIG), 32)]
+    for _ in range(20):
+        histories = rng.integers(0, 60, 800)
+        texts = {h: f"[{rng.integers(0, 9)}0-{rng.integers(0, 9)}9]\x1f{rng.choice(['M', 'F'])}\x1f*" for h in range(60)}
+        rows = {str(h): [int(r) for r in np.flatnonzero(histories == h)] for h in range(60)}
+        earlier = classes(rows, {str(h): texts[h] for h in range(60)})
+        asked = rng.permutation(np.flatnonzero(np.isin(histories, rng.choice(60, 40, replace=False))))
+        plans.append((serve.plan(asked, earlier, 10, SIG), len(asked)))
+    for plan, n in plans:
+        assert pd.notna(plan.boxes).all()
+        pre, texts, metrics = serve.box_labels(plan, n, ["zip", "age", "sex"])
+        want_pre, want_texts = per_row(plan, n)
+        assert pre.tolist() == want_pre.tolist()
+        assert all(texts[c].tolist() == want_texts[c].tolist() for c in ["zip", "age", "sex"])
+        assert metrics == {"method": "served", "served": plan.how}
+
+
+def test_first_occurrences_and_dense_ranks_are_numpys():
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 5, 1000):
+        codes = pd.factorize(rng.integers(0, 50, n))[0]
+        assert serve._firsts(codes).tolist() == np.unique(codes, return_index=True)[1].tolist()
+        values = rng.integers(0, 80, n)
+        assert serve._dense(values, 80).tolist() == np.unique(values, return_inverse=True)[1].tolist()
+
+
 def test_a_larger_k_merges_whole_classes_in_the_order_of_their_boxes():
     # k=20: a (10) and b (10) are merged into one class of 20 (their boxes are first in order); c (12) is short and,
     # the last merged class, joins the one before it: one class of 32

@@ -168,29 +168,34 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
                                                    f"{why_not.advice})")) from None
             guard = str(refused)
     try:
-        shown, metrics = serve.labels(
-            plan, frame, qi, kinds, k,
-            lambda new: anonymize(frame[new].reset_index(drop=True), qi, k, method=args["method"],
-                                  strict=args["strict"], kinds=kinds or None, seed=seed))
+        if persisted:  # every row in its earlier box: the boxes' texts, split once per box (no text per row)
+            pre_class, texts, metrics = serve.box_labels(plan, len(frame), qi)
+        else:
+            shown, metrics = serve.labels(
+                plan, frame, qi, kinds, k,
+                lambda new: anonymize(frame[new].reset_index(drop=True), qi, k, method=args["method"],
+                                      strict=args["strict"], kinds=kinds or None, seed=seed))
     except serve.Refused as no_plan:
         raise PrivacyError(f"ANONYMIZE: {no_plan.reason}; {guard}. Nothing was released. {no_plan.advice}") from None
-    # the release as pre-classes (rows printing the same labels) with each QI's distinct labels
-    names = sorted(qi)
-    pre_class = np.zeros(len(shown), dtype=np.int64)  # rows printing the same texts, numbered as first met
-    for name in names:
-        codes, distinct = pd.factorize(shown[name].to_numpy(dtype=object))
-        pre_class = pd.factorize(pre_class * len(distinct) + codes)[0]  # (< rows x labels: no overflow)
-    first = np.unique(pre_class, return_index=True)[1]
-    labels = {}
+    if not persisted:  # the release as pre-classes (rows printing the same labels), each class's texts
+        names = sorted(qi)
+        pre_class = np.zeros(len(shown), dtype=np.int64)  # rows printing the same texts, numbered as first met
+        for name in names:
+            codes, distinct = pd.factorize(shown[name].to_numpy(dtype=object))
+            pre_class = pd.factorize(pre_class * len(distinct) + codes)[0]  # (< rows x labels: no overflow)
+        first = np.unique(pre_class, return_index=True)[1]
+        texts = {q: shown[q].to_numpy(dtype=object)[first] for q in qi}
+    labels = {}  # each QI's distinct labels, and each pre-class's
     for q in qi:
-        lab, index = sorted_texts(shown[q].to_numpy(dtype=object)[first])  # (per class)
+        lab, index = sorted_texts(texts[q])
         labels[q] = (lab.astype(object), index.astype(np.int64))
     enc = encode(frame, qi, kinds or None)
     # each served class's box: its rows' own range on each QI's scale, as Mondrian's boxes are (so NCP means the same)
     order = np.argsort(pre_class, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(pre_class[order]) != 0])
-    values = enc.values()[order]
-    low, high = np.minimum.reduceat(values, starts, axis=0), np.maximum.reduceat(values, starts, axis=0)
+    codes = enc.codes[order]  # (a scale grows with its codes: the least code's value is the least value)
+    low, high = (np.column_stack([enc.columns[q].scale[c[:, j]] for j, q in enumerate(qi)]).astype(float)
+                 for c in (np.minimum.reduceat(codes, starts, axis=0), np.maximum.reduceat(codes, starts, axis=0)))
     served = assemble(frame, enc, pre_class.astype(np.int64), low, high, [labels[q] for q in qi], k, "served",
                       metrics)
     served.metrics["served_because"] = guard  # why the release asked for was not made
