@@ -134,7 +134,7 @@ def _classes_of(rows: np.ndarray, shown: pd.DataFrame) -> tuple[np.ndarray, pd.D
     at = np.clip(np.searchsorted(refs, rows, sorter=order), 0, max(len(refs) - 1, 0))
     found = (refs[order[at]] == rows) if len(refs) else np.zeros(len(rows), dtype=bool)
     cls = np.where(found, history[order[at]] if len(refs) else -1, -1).astype(np.int64)
-    first = _firsts(history)
+    first = first_rows(history)
     members = shown.iloc[first][["last_box", "last_release", "last_k", "last_quasi_identifiers"]].reset_index(drop=True)
     members["last_k"] = pd.to_numeric(members["last_k"], errors="coerce")
     members["size"] = np.bincount(history, minlength=len(first))
@@ -210,7 +210,7 @@ def box_labels(served: Served, n: int, quasi_identifiers: list[str]) -> tuple[np
     quasi-identifier. Each distinct box is split once; no text is made per row."""
     names = sorted(quasi_identifiers)
     pre_class = pd.factorize(served.groups[:n])[0]  # (one class per distinct box: ``plan``)
-    first = _firsts(pre_class)
+    first = first_rows(pre_class)
     parts = [box.split(BOX_SEPARATOR) for box in served.boxes[:n][first]]
     if any(len(p) != len(names) for p in parts):  # (a reused box is over these quasi-identifiers by construction)
         raise Refused(f"an earlier box does not print {names}", "ask over the quasi-identifiers it was shown over")
@@ -219,7 +219,7 @@ def box_labels(served: Served, n: int, quasi_identifiers: list[str]) -> tuple[np
             {"method": "served", "served": served.how})
 
 
-def _firsts(codes: np.ndarray) -> np.ndarray:
+def first_rows(codes: np.ndarray) -> np.ndarray:
     """Where each code first occurs, code by code, for codes numbered as first met (``pd.factorize``'s): where the
     running maximum grows (``np.unique(codes, return_index=True)[1]`` without sorting the rows)."""
     if not len(codes):

@@ -79,7 +79,7 @@ def test_first_occurrences_and_dense_ranks_are_numpys():
     rng = np.random.default_rng(3)
     for n in (0, 1, 5, 1000):
         codes = pd.factorize(rng.integers(0, 50, n))[0]
-        assert serve._firsts(codes).tolist() == np.unique(codes, return_index=True)[1].tolist()
+        assert serve.first_rows(codes).tolist() == np.unique(codes, return_index=True)[1].tolist()
         values = rng.integers(0, 80, n)
         assert serve._dense(values, 80).tolist() == np.unique(values, return_inverse=True)[1].tolist()
 

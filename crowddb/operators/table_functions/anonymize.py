@@ -183,7 +183,7 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
         for name in names:
             codes, distinct = pd.factorize(shown[name].to_numpy(dtype=object))
             pre_class = pd.factorize(pre_class * len(distinct) + codes)[0]  # (< rows x labels: no overflow)
-        first = np.unique(pre_class, return_index=True)[1]
+        first = serve.first_rows(pre_class)
         texts = {q: shown[q].to_numpy(dtype=object)[first] for q in qi}
     labels = {}  # each QI's distinct labels, and each pre-class's
     for q in qi:
