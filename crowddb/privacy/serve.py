@@ -107,9 +107,10 @@ def plan(requested: np.ndarray, classes: pd.DataFrame, k: int, signature: str, *
     out = np.full(len(rows), -1, dtype=np.int64)
     if row_again.any():  # rows reused in one box are one class, numbered in the order of the boxes' texts
         from ..anonymize.encoding import sorted_texts  # the algorithm layer
+        from ..anonymize.metrics import compact
 
         _, box_rank = sorted_texts(members["last_box"].astype(object).fillna("").to_numpy(dtype=object))
-        out[row_again] = _dense(box_rank[cls[row_again]], int(box_rank.max(initial=-1)) + 1)
+        out[row_again] = compact(box_rank[cls[row_again]])
     merged = np.full(len(info), -1, dtype=np.int64)
     if (~again).any():
         base = int(out.max()) + 1
@@ -225,14 +226,6 @@ def first_rows(codes: np.ndarray) -> np.ndarray:
     if not len(codes):
         return np.zeros(0, dtype=np.int64)
     return np.flatnonzero(np.r_[True, codes[1:] > np.maximum.accumulate(codes)[:-1]])
-
-
-def _dense(values: np.ndarray, size: int) -> np.ndarray:
-    """``np.unique(values, return_inverse=True)[1]`` for integers in [0, size): each value's rank among those
-    present, by one pass over a table of ``size`` (no sort of the rows)."""
-    present = np.zeros(size, dtype=bool)
-    present[values] = True
-    return (np.cumsum(present) - 1)[values].astype(np.int64)
 
 
 def _joined(unit: np.ndarray, groups: np.ndarray, n_units: int) -> np.ndarray:

@@ -144,7 +144,7 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
     whether the release is the persisted partition itself."""
     from ...anonymize import anonymize
     from ...anonymize.encoding import encode, sorted_texts
-    from ...anonymize.generalize import assemble
+    from ...anonymize.generalize import assemble, class_boxes
     from ...privacy import serve
 
     k = int(args["k"])
@@ -191,14 +191,9 @@ def _kept_classes(ctx: OperatorContext, rows: TableInput, asked, frame: pd.DataF
         labels[q] = (lab.astype(object), index.astype(np.int64))
     enc = encode(frame, qi, kinds or None)
     # each served class's box: its rows' own range on each QI's scale, as Mondrian's boxes are (so NCP means the same)
-    # (a scale grows with its codes: the least code's value is the least value; every class 0..m-1 has rows)
-    classes = int(pre_class.max(initial=-1)) + 1
-    low, high = np.empty((classes, len(qi))), np.empty((classes, len(qi)))
-    for j, q in enumerate(qi):
-        least, most = np.full(classes, np.iinfo(np.int64).max), np.full(classes, -1, dtype=np.int64)
-        np.minimum.at(least, pre_class, enc.codes[:, j])  # (each row into its class: no sort of the rows)
-        np.maximum.at(most, pre_class, enc.codes[:, j])
-        low[:, j], high[:, j] = enc.columns[q].scale[least], enc.columns[q].scale[most]
+    # (a scale grows with its codes: the least code's value is the least value; pre-classes are 0..m-1 already)
+    _, least, most = class_boxes(enc.codes, pre_class)
+    low, high = (np.column_stack([enc.columns[q].scale[c[:, j]] for j, q in enumerate(qi)]) for c in (least, most))
     served = assemble(frame, enc, pre_class.astype(np.int64), low, high, [labels[q] for q in qi], k, "served",
                       metrics)
     served.metrics["served_because"] = guard  # why the release asked for was not made
