@@ -16,11 +16,12 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
 from . import _sql
-from ._duck import arrow_select, registered, snapshot
+from ._duck import arrow_select, registered, snapshot, stacked
 from ._sql import DIALECT
 from .errors import (
     ArgumentError,
@@ -209,15 +210,19 @@ class Planner:
         self.registered.append(name)
         return query, columns
 
-    def _input(self, query: exp.Select, reads: list[str] | None = None) -> TableInput:
+    def _input(self, query: exp.Select, reads: list[str] | None = None, coded: bool = False) -> TableInput:
         """A table function's input: ``query`` run once, frozen as Arrow, read through a typed view. With ``reads``
-        (the columns the function reads) only those leave DuckDB, when the query has them all as named."""
+        (the columns the function reads) only those leave DuckDB, when the query has them all as named; ``coded``:
+        a large input's text of few distinct values held coded (``_duck.snapshot``)."""
         if reads == []:  # a function of the name alone (PRIVACY_BUDGET): no row leaves DuckDB
             query = exp.select("*").from_(query.subquery(_sql.identifier("__crowd_input"))).limit(0)
         elif reads is not None and set(reads) <= set(self.con.sql(query.sql(DIALECT)).columns):  # bound, not run
             query = exp.select(*(_sql.column(c) for c in dict.fromkeys(reads))).from_(
                 query.subquery(_sql.identifier("__crowd_input")))
-        table, types = snapshot(self.con, query.sql(DIALECT))
+        return self._frozen(*snapshot(self.con, query.sql(DIALECT), coded))
+
+    def _frozen(self, table: pa.Table, types: list) -> TableInput:
+        """A table function's input from its snapshot: the rows' identities (``ROW_REF``) taken out of the columns."""
         row_refs = None
         if ROW_REF in table.column_names:  # added by traced(): the rows' identity, not input
             at = table.column_names.index(ROW_REF)
@@ -277,7 +282,7 @@ class Planner:
             self._refuse_untraceable(name, query, "release")
             bases = base_tables(self.con, query, ids=self.identities)
             query, traced_table = traced(self.con, query, self.identities)
-        rows = self._input(query, reads)  # the input once, in its order, only what the function reads
+        rows = self._input(query, reads, spec.coded)  # the input once, in its order, only what the function reads
         roles = (self._relation_roles(table_name, untraced, rows.columns, kind) if spec.roles
                  else TableRoles(table_name or ""))
         asked = state = None
@@ -287,7 +292,7 @@ class Planner:
             asked = repeats.request(named, rows.columns, rows.types, roles)
             state = composition.version(self.con, traced_table)
             repeat = repeats.find(self.con, traced_table, asked, rows.row_refs, rows.snapshot, state)
-            rows = self._widened_input(rows, query, traced_table, named) if repeat is None else rows
+            rows = self._widened_input(rows, query, traced_table, named, spec.coded) if repeat is None else rows
             rows.repeat = repeat
         rows.ledger_table = traced_table
         charge, charged, spend = None, [], None
@@ -647,7 +652,8 @@ class Planner:
             return
         ask(definition, frame, rows_of)
 
-    def _widened_input(self, rows: TableInput, query: exp.Query, table: str, named: dict[str, Any]) -> TableInput:
+    def _widened_input(self, rows: TableInput, query: exp.Query, table: str, named: dict[str, Any],
+                       coded: bool = False) -> TableInput:
         """ANONYMIZE's input and the rows of ``table`` that keep the joint classes it touches whole (``serve.widening``,
         as ``_widened`` for a crowd call): released with it, in their classes, so that no earlier class is split into
         a part below k. Only when the query hands on the table's columns as they are (its rows are then read from the
@@ -664,13 +670,15 @@ class Planner:
         if [c.lower() for c in rows.columns] != [c.lower() for c in self.con.sql(stored.sql(DIALECT)).columns]:
             return rows
         ref = row_identity(self.con, table, alias)
-        wider = exp.union(
-            exp.select("*").from_(query.subquery(_sql.identifier("__crowd_asked"))),
-            stored.select(exp.alias_(ref, ROW_REF, quoted=True)).where(exp.In(
-                this=ref.copy(), query=exp.Subquery(this=exp.select("row_ref").from_(_sql.table("__crowd_widen"))))),
-            distinct=False)
+        more = stored.select(exp.alias_(ref, ROW_REF, quoted=True)).where(exp.In(
+            this=ref.copy(), query=exp.Subquery(this=exp.select("row_ref").from_(_sql.table("__crowd_widen"))))
+        ).order_by(exp.column(ROW_REF, quoted=True))  # (a semi-join's rows come in no fixed order)
         with registered(self.con, __crowd_widen=pd.DataFrame({"row_ref": extra})):
-            out = self._input(wider)
+            added, types = snapshot(self.con, more.sql(DIALECT), coded)
+        # the input as it was read, then the added rows: the input is not run again (a UNION ALL of the two would
+        # interleave them in no fixed order, and a second run of the input may not give its first rows)
+        asked = rows.snapshot.append_column(ROW_REF, pa.array(rows.row_refs, pa.int64()))
+        out = self._frozen(stacked(asked, added.rename_columns(asked.column_names)), types)
         out.widened = len(extra)
         return out
 

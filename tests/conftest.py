@@ -64,8 +64,8 @@ def snapshots(monkeypatch) -> list:
     seen: list = []
     original = planner_module.snapshot
 
-    def spy(con, query):
-        table, types = original(con, query)
+    def spy(con, query, coded=False):
+        table, types = original(con, query, coded)
         seen.append(table)
         return table, types
 

@@ -109,6 +109,7 @@ def _distinct(codes: np.ndarray, sizes: np.ndarray, sensitive: np.ndarray | None
             top = len(found)
         key = key * span + (s - lo)
     inverse, found = pd.factorize(key)  # each row's distinct row, numbered as first met
+    del key  # (8 bytes a row, not held while the first rows are found)
     if len(found) > DISTINCT_SHARE * n:
         return None
     first = np.empty(len(found), np.int64)

@@ -102,8 +102,8 @@ def test_only_the_algorithms_columns_leave_duckdb(db, monkeypatch):
     fetched = []
     original = table_functions.TableInput.df
 
-    def spy(self, columns=None):
-        frame = original(self, columns)
+    def spy(self, columns=None, **kw):
+        frame = original(self, columns, **kw)
         fetched.append(list(frame.columns))
         return frame
 
@@ -176,8 +176,8 @@ def test_the_input_reads_as_duckdb_converts_it(db):
     seen = []
     original = table_functions.TableInput.df
 
-    def spy(self, columns=None):
-        frame = original(self, columns)
+    def spy(self, columns=None, **kw):
+        frame = original(self, columns, **kw)
         seen.append(frame)
         return frame
 

@@ -64,7 +64,9 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
         release, published, labels = rows.repeat.served
         remember = (read, rows.repeat.served)
     else:
-        frame = rows.df(read)
+        # text quasi-identifiers read as codes where the snapshot holds them so (a large input): each row's text is
+        # not made again, and the codes are what the anonymizer makes of the texts (by first appearance)
+        frame = rows.df(read, coded=tuple(q for q in qi if q not in kinds and q not in (hierarchies or {})))
         check_request(frame, qi, args["k"], args["method"])  # refused before anything, whether or not it is computed
 
         @functools.cache
@@ -233,6 +235,8 @@ def _gather(column: pa.ChunkedArray, taken: pa.Array) -> pa.Array:
     as a dictionary array (each row's index moved, each text stored once; DuckDB reads it as VARCHAR): a random
     gather of the texts themselves costs 2-3 times as much."""
     whole = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_dictionary(whole.type):  # coded in the snapshot already (``_duck.snapshot``)
+        return whole.take(taken)
     if (pa.types.is_string(whole.type) or pa.types.is_large_string(whole.type)) and len(whole) >= DICTIONARY_FROM:
         coded = whole.dictionary_encode()
         if len(coded.dictionary) * 4 <= len(whole):
@@ -267,4 +271,4 @@ def _key_column(columns: list[str], roles: TableRoles) -> str | None:
 
 
 
-SPEC = TableFunctionSpec("anonymize", anonymize_table, traced=True)  # its release carries every column
+SPEC = TableFunctionSpec("anonymize", anonymize_table, traced=True, coded=True)  # its release carries every column
