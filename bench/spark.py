@@ -14,7 +14,7 @@ Paths, each timed in the same run (the fastest of --repeats):
   loaded first into an in-memory DuckDB table by read_parquet, as a user with the file would; only the query is
   timed). Peak memory: the child's peak RSS, and beside it the loaded table's RSS and the query's own peak above
   it; the child is killed once its RSS passes --local-cap-gb (reported as out of memory). Sizes above --local-max-rows are skipped:
-  10M rows peaked at 13.3 GB before, so 50M would run the shared machine out of memory.
+  10M rows peaked at 13.3 GB at first and 3.9 GB now (the table's 2.0 GB included); 50M would need ~19 GB.
 The local runs go first, before Spark's JVM exists, so the two never hold memory at the same time. The first Spark
 call also starts the JVM and the Python workers: a warm-up call on 50,000 rows is not timed.
 """
@@ -195,7 +195,7 @@ def best_of(repeats: int, f):
 
 
 def _gb(b: int) -> str:
-    return f"{b / 2**30:.1f} GB"
+    return f"{b / 2**30:.2f} GB"
 
 
 def main() -> None:
