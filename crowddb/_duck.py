@@ -104,16 +104,16 @@ def snapshot(con: duckdb.DuckDBPyConnection, query: str, coded: bool = False
     lossy = any(name in str(t).upper() for t in types for name in _LOSSY_IN_ARROW)
     # text as large_string (64-bit offsets): pandas holds exactly that, so a column read as pandas is the snapshot's
     # own buffers, not a copy (10M rows: 0.2 s and 90 MB per text column saved, and factorizing it is faster)
-    text = [i for i, t in enumerate(types) if t.id == "varchar"]
+    text = any(t.id == "varchar" for t in types)
+    plain_text = [i for i, t in enumerate(types) if str(t) == "VARCHAR"]  # (JSON: text to DuckDB, not to Arrow)
     with settings(con, preserve_insertion_order=True, **({"arrow_lossless_conversion": True} if lossy else {}),
                   **({"arrow_large_buffer_size": True} if text else {})):
-        text = [i for i in text if str(types[i]) == "VARCHAR"]  # (JSON is text to DuckDB, an extension to Arrow)
-        if not (coded and text):
+        if not (coded and plain_text):
             return relation.to_arrow_table(), types
         head = relation.limit(CODED_FROM + 1).to_arrow_table()  # a small input whole: still one run of it
         if head.num_rows <= CODED_FROM:
             return head, types
-        return _coded(con, query, relation, head, text) or relation.to_arrow_table(), types
+        return _coded(con, query, relation, head, plain_text) or relation.to_arrow_table(), types
 
 
 #: from how many rows ``snapshot(..., coded=True)`` holds text of few distinct values dictionary-coded (ours, issue
