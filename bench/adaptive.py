@@ -3,7 +3,7 @@ adaptive stopping rule with and without quality-aware assignment, on real answer
 crowds.
 
     python bench/adaptive.py [--seeds 3] [--quick] [--targets 0.95] [--sim-seeds 42,43] [--calibration loo|none]
-                             [--answers a.csv --truth t.csv [--only-given]] [--sets NAME] [--sql] [--plot DIR]
+                             [--answers a.csv --truth t.csv [--only-given]] [--sets NAME] [--sql] [--ceiling] [--plot DIR]
 
 Data: ../shared/data/crowd/d_product (binary, 3 answers per task: "fixed 5" is all 3 there) and adultcontent2
 (4 classes, ~8 answers per task, accuracy on its 333 gold tasks; the gold is not shown to the model), both replayed
@@ -33,6 +33,8 @@ With --sql, every replayed set also goes through SQL (ReplayCrowd behind crowddb
 the default, which honours crowddb's offers: a HIT built for a worker gets that worker's recorded answers, the seeded
 order where the worker has none, and crowddb offers an item only to a worker with a recorded answer to it left,
 ReplayCrowd.candidates; offer_kept is the share of the offered HITs' answers that came from the offered worker).
+With --ceiling, each replayed set with a truth for every task (d_product) also gets what a subset of its recorded
+answers gives at best under a worker model known up front (ceiling()): the bound the goals are read against there.
 The goals (issue 28): the accuracy of fixed-5 DS with at most 60% of its answers; with at most its answers, 2 points
 above it where it is below 0.95; accuracy 0.95 measuring between 0.94 and 0.97 on the simulated crowds.
 """
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -235,6 +238,58 @@ def predicted_vs_bought(name: str, answers: pd.DataFrame, truth: pd.Series, qual
             "accuracy": accuracy(state.truth, truth)}
 
 
+def ceiling(answers: pd.DataFrame, truth: pd.Series, seed: int = 0,
+            taus: Sequence[float] = (0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)) -> pd.DataFrame | None:
+    """What a subset of the recorded answers can give at best, for a set with a truth for every task (ours): each
+    item read answer by answer under a worker model known up front, stopping at the first answer whose posterior
+    (Dawid-Skene Eq. 2.5 under that model) reaches tau, the item's label that posterior's leader. Two models: Dawid-
+    Skene fitted on every recorded answer (what a run could at most learn of its workers), and each worker's
+    confusion matrix counted against the truth (add-one, the classes' shares from the truth: a model no run has);
+    two orders: the recorded answers in a seeded random order (a platform that cannot choose), and each item's most
+    informative worker first (the mutual information of the worker's answer and the truth under the model: an
+    assignment that knows every worker, and each item's recorded workers, before round one). tau=1 reads every
+    answer: with the truth-counted model, the Bayes rule on every answer, which no aggregation of the same answers
+    under this worker model beats. None for a set whose truth misses a task."""
+    ds = DawidSkene().fit(answers["task"], answers["worker"], answers["answer"])
+    ans = ds.answers_
+    code = ans.classes.get_indexer(truth.reindex(ans.objects))
+    if (code < 0).any():
+        return None
+    k, n = ans.n_classes, ans.n_objects
+    counts = np.ones((ans.n_sources, k, k))
+    np.add.at(counts, (ans.src, code[ans.obj], ans.val), 1.0)
+    share = np.bincount(code, minlength=k) + 0.5
+    models = {"DS on every answer": (ds.priors_, ds.confusion_),
+              "counted against the truth": (share / share.sum(), counts / counts.sum(axis=2, keepdims=True))}
+    noise = np.random.default_rng(seed).random(len(ans.obj))
+    rows = []
+    for model, (prior, cm) in models.items():
+        cm = np.clip(cm, 1e-10, None)
+        said = prior[None, :, None] * cm  # (worker, truth k, answer l): P(k, l)
+        mi = (said * np.log(cm / said.sum(axis=1, keepdims=True))).sum(axis=(1, 2))
+        for order, key in (("seeded random", noise), ("most informative first", -mi[ans.src])):
+            at = np.lexsort((noise, key, ans.obj))  # by item, then the order's key (ties: the seeded draw)
+            obj = ans.obj[at]
+            cum = np.cumsum(np.log(cm[ans.src[at], :, ans.val[at]]), axis=0)
+            start = np.r_[0, np.flatnonzero(np.diff(obj)) + 1]
+            cum -= np.repeat(np.vstack([np.zeros(k), cum[start[1:] - 1]]), np.diff(np.r_[start, len(obj)]), axis=0)
+            logp = cum + np.log(prior)
+            post = np.exp(logp - logp.max(axis=1, keepdims=True))
+            post /= post.sum(axis=1, keepdims=True)
+            lead, label = post.max(axis=1), post.argmax(axis=1)
+            last = np.r_[start[1:] - 1, len(obj) - 1]
+            for tau in (*taus, 1.0):
+                reached = np.flatnonzero(lead >= tau) if tau < 1.0 else np.array([], dtype=np.int64)
+                items, at_first = np.unique(obj[reached], return_index=True)  # each item's first answer at tau
+                first = np.full(n, -1)
+                first[items] = reached[at_first]
+                stop = np.where(first >= 0, first, last)
+                rows.append({"model": model, "order": order, "tau": tau,
+                             "share": float((stop - start + 1).sum()) / len(obj),
+                             "accuracy": float((label[stop] == code).mean())})
+    return pd.DataFrame(rows)
+
+
 def table(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     agg = df.groupby(["dataset", "policy"], sort=False).agg(
@@ -278,6 +333,9 @@ def main() -> None:
     ap.add_argument("--tolerance", type=float, default=None,
                     help="the stopping rule's tolerance; default: crowddb.truth.adaptive.TOLERANCE")
     ap.add_argument("--no-prediction", action="store_true", help="skip explain()'s prediction against the runs")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="for each replayed set with a truth for every task, what a subset of its recorded answers "
+                         "gives at best under a worker model known up front (see ceiling())")
     ap.add_argument("--rows", type=Path, default=None, help="write every run's row (each seed, each crowd) to this CSV")
     ap.add_argument("--plot", default=None, help="directory for PNGs of accuracy against answers bought, one per "
                                                  "data set (needs the plot extra: matplotlib)")
@@ -359,6 +417,27 @@ def main() -> None:
                       f"{r['expected']:.3f}, the crowd's own model's {r['exp_true']:.3f}; run by run "
                       f"{', '.join(f'{a:.4f}' for a in each)}): "
                       f"{'in' if inside else 'NOT in'} 0.94-0.97{'' if len(each) == 1 else ' on every run'}")
+    if args.ceiling:
+        print()
+        print("ceiling: each item read answer by answer under a worker model known up front, stopping at the first "
+              "answer whose posterior reaches tau (tau=1: every answer); seed 0")
+        for name, answers, truth in sets:
+            if name.startswith("sim "):
+                continue
+            best = ceiling(answers, truth)
+            if best is None:
+                print(f"  {name}: its truth misses tasks; no ceiling")
+                continue
+            five = out[(out["dataset"] == name) & (out["policy"] == "fixed-5 DS")]
+            print(best.pivot_table(index="tau", columns=["model", "order"], values=["share", "accuracy"])
+                  .to_string(float_format=lambda v: f"{v:.4f}"))
+            if len(five):
+                acc5 = float(five["accuracy"].iloc[0])
+                for (model, order), grp in best.groupby(["model", "order"], sort=False):
+                    there = grp[grp["accuracy"] >= acc5 - 1e-9]
+                    print(f"  {name}: {model}, {order}: fixed-5 DS's accuracy {acc5:.4f} "
+                          + (f"from {there['share'].min():.0%} of the recorded answers" if len(there)
+                             else f"not reached (at most {grp['accuracy'].max():.4f})"))
     if args.sql:
         print()
         print("through SQL (ReplayCrowd behind crowddb.connect), seed 0, beside the algorithm layer's mean")
