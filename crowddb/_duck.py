@@ -110,10 +110,27 @@ def snapshot(con: duckdb.DuckDBPyConnection, query: str, coded: bool = False
                   **({"arrow_large_buffer_size": True} if text else {})):
         if not (coded and plain_text):
             return relation.to_arrow_table(), types
-        head = relation.limit(CODED_FROM + 1).to_arrow_table()  # a small input whole: still one run of it
+        head = _head(relation, CODED_FROM + 1)  # a small input whole: still one run of it
         if head.num_rows <= CODED_FROM:
             return head, types
         return _coded(con, query, relation, head, plain_text) or relation.to_arrow_table(), types
+
+
+def _head(relation: duckdb.DuckDBPyRelation, rows: int) -> pa.Table:
+    """At least the first ``rows`` rows of ``relation`` in its order, or all of them when it holds fewer: its Arrow
+    stream read until then and closed (ours: in this DuckDB a LIMIT made the export of Adult's 30,162 rows take 29-34
+    ms where the plain export takes 14-22 and the stream 11-15; the stream's batches hold ``rows`` rows at most)."""
+    reader = relation.to_arrow_reader(rows)
+    try:
+        batches, held = [], 0
+        for batch in reader:
+            batches.append(batch)
+            held += batch.num_rows
+            if held >= rows:
+                break
+        return pa.Table.from_batches(batches, schema=reader.schema)
+    finally:
+        reader.close()
 
 
 #: from how many rows ``snapshot(..., coded=True)`` holds text of few distinct values dictionary-coded (ours, issue

@@ -53,6 +53,28 @@ def test_a_small_input_is_the_plain_export(con, monkeypatch):
     assert coded.equals(plain) and not any(FEW(c.type) for c in coded.columns)
 
 
+@pytest.mark.parametrize("where", ["", "WHERE false"])
+def test_a_small_input_of_every_kind_of_column_is_the_plain_export(where):
+    """A small input is read as a stream cut after ``CODED_FROM`` rows (not a LIMIT): the same schema (extension
+    types, ENUM as text, nested types), values and order as the plain export, an empty input included."""
+    con = duckdb.connect()
+    con.execute("CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')").fetchall()
+    con.execute(
+        "CREATE TABLE k AS SELECT i, (i % 7)::VARCHAR AS s, uuid() AS u, i::HUGEINT * 1000000000000 AS h, "
+        "('{\"a\": ' || i || '}')::JSON AS j, '0101'::BIT AS b, '12:00:00+02'::TIMETZ AS tz, "
+        "(['sad', 'ok', 'happy'])[1 + i % 3]::mood AS m, {'x': i, 'y': i::VARCHAR} AS st, [i, i + 1] AS l, "
+        "MAP {'k': i} AS mp, (i / 3)::DECIMAL(18, 3) AS d, INTERVAL 1 DAY * i AS iv, 'ab'::BLOB AS bl, "
+        "CASE WHEN i % 5 = 0 THEN NULL ELSE 'v' || i END AS nul FROM range(500) r(i)").fetchall()
+    query = f"SELECT *, rowid FROM k {where} ORDER BY i DESC"
+    plain, plain_types = _duck.snapshot(con, query)
+    coded, types = _duck.snapshot(con, query, coded=True)
+    assert [str(t) for t in types] == [str(t) for t in plain_types]
+    assert coded.schema.equals(plain.schema, check_metadata=True)
+    assert coded.equals(plain)
+    assert coded.num_rows == (0 if where else 500)
+    assert con.execute("SELECT count(*) FROM k").fetchall() == [(500,)]  # the stream closed: the connection is free
+
+
 def test_rows_that_read_differently_each_time_are_exported_plainly(con, monkeypatch):
     """The distinct values come from one pass and the rows from another: a value the first did not see (an input
     that is not the same twice) makes the cast fail, and the snapshot is then one plain run of the input."""
