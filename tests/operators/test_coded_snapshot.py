@@ -75,6 +75,16 @@ def test_a_small_input_of_every_kind_of_column_is_the_plain_export(where):
     assert con.execute("SELECT count(*) FROM k").fetchall() == [(500,)]  # the stream closed: the connection is free
 
 
+def test_a_small_input_that_fails_as_it_runs_raises_duckdbs_error(con):
+    """The stream reports a failure as Arrow's OSError; the snapshot raises DuckDB's own, as the plain export does."""
+    query = ("SELECT i, few FROM t WHERE i < 100 UNION ALL "  # (the second branch fails in the stream's second batch)
+             "SELECT i, CASE WHEN i = 250 THEN error('row 250 is bad') END FROM t WHERE i >= 100")
+    for coded in (False, True):
+        with pytest.raises(duckdb.Error, match="row 250 is bad"):
+            _duck.snapshot(con, query, coded=coded)
+    assert con.execute("SELECT count(*) FROM t").fetchall() == [(300,)]
+
+
 def test_rows_that_read_differently_each_time_are_exported_plainly(con, monkeypatch):
     """The distinct values come from one pass and the rows from another: a value the first did not see (an input
     that is not the same twice) makes the cast fail, and the snapshot is then one plain run of the input."""
