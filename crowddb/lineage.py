@@ -62,6 +62,9 @@ class Status:
     truth: bool = False  # an unchanged copy of the ground truth (the simulated crowd's knowledge, the answer domain)
     key: bool = False    # an unchanged copy of the key (what a group operator returns)
     origin: tuple[str, str] | None = None  # an unchanged copy of one stored column: (its table's key, its name)
+    #: withheld, and its values may hold a quasi-identifier's: it reads one besides a protected column, or crowddb
+    #: cannot tell what it reads (a k-anonymous release must not print it as it is: ``DerivedRoles.mixed``)
+    mixed: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +77,8 @@ class DerivedRoles(TableRoles):
     recompute: Mapping[str, tuple[str, exp.Expression | None]] = dataclasses.field(default_factory=dict)
     #: per column that is an unchanged copy of one stored column: (that table's key, that column)
     origins: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    #: withheld columns whose values may hold a quasi-identifier's (``Status.mixed``): ANONYMIZE withholds them
+    mixed: tuple[str, ...] = ()
 
 
 #: the alias a ``DerivedRoles.recompute`` expression reads its table's columns under
@@ -159,7 +164,8 @@ class Lineage:
         query = view_query(self.con, view)
         if query is None:  # unreadable: everything withheld
             return DerivedRoles(view, sensitive=tuple(columns),
-                                withheld={c: f"the lineage of view {view!r} cannot be read" for c in columns})
+                                withheld={c: f"the lineage of view {view!r} cannot be read" for c in columns},
+                                mixed=tuple(columns))
         return self.relation(query, columns, name=view)
 
     def _object_roles(self, view: str, python_name: str) -> DerivedRoles | None:
@@ -170,7 +176,7 @@ class Lineage:
         columns = tuple(self.columns.get(view.lower(), {}))
         reason = (f"it comes from the Python object {python_name!r}, whose lineage crowddb cannot follow; load it "
                   f"with db.load_frame({python_name!r}, {python_name}, quasi_identifiers=[...]) to declare its roles")
-        return DerivedRoles(view, sensitive=columns, withheld=dict.fromkeys(columns, reason))
+        return DerivedRoles(view, sensitive=columns, withheld=dict.fromkeys(columns, reason), mixed=columns)
 
     def touches_roles(self, tree: exp.Expression) -> bool:
         """Does the query read (anywhere, through views too) a table with roles, or, while any role is declared, a
@@ -189,7 +195,7 @@ class Lineage:
         if not self.touches_roles(query):
             return None
         statuses = self._statuses(query, columns)
-        qi, kinds, sensitive, core, withheld = [], {}, [], [], {}
+        qi, kinds, sensitive, core, withheld, mixed = [], {}, [], [], {}, []
         truth = key = None
         origins = {c: s.origin for c, s in zip(columns, statuses) if s.origin is not None}
         for column, status in zip(columns, statuses):
@@ -201,6 +207,8 @@ class Lineage:
                 else:
                     sensitive.append(column)
                 withheld[column] = status.reason
+                if status.mixed:
+                    mixed.append(column)
                 continue
             if status.level == QI:
                 qi.append(column)
@@ -210,7 +218,7 @@ class Lineage:
                 core.append(column)
         recompute = {c: self._composed[c] for c in columns if c in self._composed and c not in withheld}
         return DerivedRoles(name, tuple(qi), kinds, tuple(sensitive), tuple(core), truth, key, withheld, recompute,
-                            origins)
+                            origins, tuple(mixed))
 
     def origins(self, query: exp.Query, columns: list[str]) -> dict[str, tuple[str, str]]:
         """{output column: (table key, column)} of the columns of ``query`` that are unchanged copies of one stored
@@ -240,7 +248,7 @@ class Lineage:
         opaque = opaque_sources(query, self.key)
         reason = (f"it may come from {opaque[0]}, whose lineage crowddb cannot follow" if opaque
                   else "its lineage cannot be established")
-        unknown = [Status(WITHHELD, reason=reason)] * len(columns)
+        unknown = [Status(WITHHELD, reason=reason, mixed=True)] * len(columns)
         tree = self._resolved(query)
         if not any("rowid" in {c.lower() for c in cols} for cols in self.columns.values()):
             for col in list(tree.find_all(exp.Column)):  # DuckDB's row identity (the planner joins answers on it)
@@ -264,7 +272,7 @@ class Lineage:
             name = select.alias_or_name
             if column.lower() in misread:
                 out.append(Status(WITHHELD, reason="a set operation BY NAME matches it by name, and its branches "
-                                                   "hold it at different positions"))
+                                                   "hold it at different positions", mixed=True))
                 continue
             if name.lower() != column.lower() and not (name.startswith("_col_") or not name):
                 out.append(unknown[0])  # sqlglot and DuckDB disagree about this column: fail closed
@@ -288,29 +296,34 @@ class Lineage:
         for level in node.walk():
             opaque = self.functions.opaque(level.expression)
             if opaque:
-                return Status(WITHHELD, reason=f"it goes through {opaque}, which may read more than its arguments")
-        statuses = {}
+                return Status(WITHHELD, reason=f"it goes through {opaque}, which may read more than its arguments",
+                              mixed=True)
+        statuses, quasi = {}, False
         for leaf in node.walk():
             if leaf.downstream:
                 continue
             if isinstance(leaf.source, exp.Table) and isinstance(leaf.source.this, exp.Identifier):
                 column = _leaf_column(leaf)
                 if column is None:
-                    return Status(WITHHELD, reason="its lineage cannot be established")
+                    return Status(WITHHELD, reason="its lineage cannot be established", mixed=True)
                 table = self._leaf_key(leaf.source)
                 source = (table.lower(), column.lower())
-                statuses[source] = equal.get(source) or self._table_status(table, column)
+                own = self._table_status(table, column)
+                quasi = quasi or own.level == QI or own.mixed  # (a quasi-identifier equated with a protected column)
+                statuses[source] = equal.get(source) or own
             elif not _is_constant(leaf.expression):
-                return Status(WITHHELD, reason="its lineage cannot be established")
+                return Status(WITHHELD, reason="its lineage cannot be established", mixed=True)
         if not statuses:
             return Status(RAW)
         worst = max(statuses.values(), key=lambda s: s.level)
         star = all(s.star for s in statuses.values())
+        # withheld, but reading a quasi-identifier too (concat(zip, diagnosis)): printed as it is, it prints the zip
+        mixed = worst.level == WITHHELD and (quasi or any(s.mixed or s.level == QI for s in statuses.values()))
         # an unchanged copy of one column (also through every branch of a union) keeps the QI's kind, the truth and
         # key marks
         if len(statuses) == 1 and _is_copy(node):
-            return dataclasses.replace(worst, star=star, origin=self._origin(*next(iter(statuses))))
-        return Status(worst.level, reason=worst.reason, star=star)
+            return dataclasses.replace(worst, star=star, origin=self._origin(*next(iter(statuses))), mixed=mixed)
+        return Status(worst.level, reason=worst.reason, star=star, mixed=mixed)
 
     def _origin(self, table: str, column: str) -> tuple[str, str]:
         """The stored column an unchanged copy of ``table.column`` is: a view's copy is its table's."""
@@ -328,7 +341,7 @@ class Lineage:
                     else Status(RAW))
         if isinstance(roles, DerivedRoles) and column in roles.withheld:
             return Status(WITHHELD, reason=roles.withheld[column], truth=column == roles.ground_truth,
-                          key=column == roles.key)
+                          key=column == roles.key, mixed=column in roles.mixed)
         return base_status(roles, column)
 
     def _equalities(self, root: Scope, schema) -> dict[tuple[str, str], Status]:

@@ -94,6 +94,9 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     metrics = {k: v for k, v in release.metrics.items() if np.isscalar(v)}
     report = {"operator": "ANONYMIZE", **metrics, "guarantee": f"{args['k']}-anonymity over {qi}", "key": key,
               "key_dropped": key_dropped, "declared_quasi_identifiers": list(roles.quasi_identifiers)}
+    withheld = _mixed_columns(rows.columns, roles, qi)
+    if withheld:
+        report["withheld"] = withheld
     if rows.widened:  # issue 25: a part of an earlier class below k would tell its rows apart
         report["widened"] = rows.widened
         report["widened_because"] = (f"{rows.widened} row(s) the input leaves out are released with it: they share "
@@ -104,8 +107,21 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
                           "hierarchies": hierarchies, "key": key, "key_dropped": key_dropped}, metrics)
     entry.published = published
     order = np.random.default_rng(seed).permutation(len(release.groups))
-    kept = [c for c in rows.columns if not (key_dropped and c == key)]
+    kept = [c for c in rows.columns if not (key_dropped and c == key) and c not in withheld]
     return TableResult(_release_rows(rows, kept, release, order, labels), report, entry, remember)
+
+
+def _mixed_columns(columns: list[str], roles: TableRoles, qi: list[str]) -> dict[str, str]:
+    """{column: why} of the input's columns the release leaves out: withheld ones whose values may hold a
+    quasi-identifier's (``DerivedRoles.mixed``: concat(edu, secret), a column a UNION ... BY NAME misaligns, one of
+    unknown lineage), unless the call generalizes them as quasi-identifiers. A sensitive column is printed as it is,
+    as k-anonymity publishes it; one of these, so printed, would print the quasi-identifier beside its class."""
+    mixed = {c.lower() for c in getattr(roles, "mixed", ())}
+    generalized = {q.lower() for q in qi}
+    reasons = {c.lower(): why for c, why in getattr(roles, "withheld", {}).items()}
+    return {c: (f"its values may hold a quasi-identifier's, and it is withheld ({reasons.get(c.lower(), 'unknown')}); "
+                "select the quasi-identifier apart, or name the column in quasi_identifiers := [...]")
+            for c in columns if c.lower() in mixed and c.lower() not in generalized}
 
 
 def _shown_again(release):
