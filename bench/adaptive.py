@@ -55,7 +55,14 @@ ROOT = Path(__file__).resolve().parents[1]
 from crowddb.crowd import ReplayCrowd
 from crowddb.datasets import adult_path
 from crowddb.truth import DawidSkene, MajorityVote
-from crowddb.truth.adaptive import WorkerModel, assign_round, item_posteriors, predict_assignments, stopping_rule
+from crowddb.truth.adaptive import (
+    WorkerModel,
+    assign_round,
+    expected_gain,
+    item_posteriors,
+    predict_assignments,
+    stopping_rule,
+)
 
 CROWD = ROOT.parent / "shared" / "data" / "crowd"
 PER_WORKER = 5  # items a worker takes when it asks for work (one HIT)
@@ -265,8 +272,7 @@ def ceiling(answers: pd.DataFrame, truth: pd.Series, seed: int = 0,
     rows = []
     for model, (prior, cm) in models.items():
         cm = np.clip(cm, 1e-10, None)
-        said = prior[None, :, None] * cm  # (worker, truth k, answer l): P(k, l)
-        mi = (said * np.log(cm / said.sum(axis=1, keepdims=True))).sum(axis=(1, 2))
+        _, mi = expected_gain(np.broadcast_to(prior, (len(cm), k)), cm)  # each worker's, under the class prior
         for order, key in (("seeded random", noise), ("most informative first", -mi[ans.src])):
             at = np.lexsort((noise, key, ans.obj))  # by item, then the order's key (ties: the seeded draw)
             obj = ans.obj[at]
