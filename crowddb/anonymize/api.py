@@ -67,6 +67,17 @@ def anonymize(frame: pd.DataFrame, quasi_identifiers: list[str], k: int, *, meth
     frame = as_frame(frame, "anonymize()")
     qis = [quasi_identifiers] if isinstance(quasi_identifiers, str) else list(quasi_identifiers)
     check_request(frame, qis, k, method)
+    return anonymize_checked(frame, qis, k, method=method, strict=strict, sensitive=sensitive, l=l,
+                             hierarchies=hierarchies, kinds=kinds, seed=seed, shared=shared, **method_options)
+
+
+def anonymize_checked(frame: pd.DataFrame, quasi_identifiers: list[str], k: int, *, method: str = "mondrian",
+                      strict: bool = True, sensitive: str | None = None, l: int | None = None,
+                      hierarchies: dict | None = None, kinds: dict[str, str] | None = None, seed=None,
+                      shared: list[str] | None = None, **method_options) -> Release:
+    """``anonymize`` of a pandas ``frame`` whose request ``check_request`` has passed (ANONYMIZE checks it before it
+    knows whether the release is computed at all: not twice)."""
+    qis = list(quasi_identifiers)
     shared = validate_shared(shared, qis, frame.columns)
     if "shared_groups" in method_options:  # internal: derived from ``shared``
         raise ArgumentError("unknown option 'shared_groups'; pass shared=[columns]")

@@ -142,12 +142,17 @@ class Identities:
         if len(parts) > 2:
             node.set("catalog", _sql.identifier(parts[-3]))
         probe = exp.select("*").from_(node).limit(0).sql(DIALECT)
-        plan = json.loads(self.con.execute("SELECT json_serialize_plan(?)", [probe]).fetchall()[0][0])
+        # what the binder scans for the spelling, and the views it may name with DuckDB's search order: one statement
+        serialized, current, schema, path, found = self.con.execute(
+            "SELECT json_serialize_plan(?), current_database(), current_schema(), current_setting('search_path'), "
+            "(SELECT list((database_name, schema_name, view_name)) FROM duckdb_views() WHERE NOT internal AND "
+            "lower(view_name) = lower(?))", [probe, parts[-1]]).fetchall()[0]
+        plan = json.loads(serialized)
         if plan.get("error") and plan.get("error_type") != "not implemented":
             return None  # nothing of that name (or a name DuckDB cannot bind)
         scans = list(_scans(plan))  # (a registered Python object's scan cannot be serialized: a view, below)
         at = home(self.con)
-        views = self._views(parts)
+        views = _views(parts, [tuple(r) for r in found or ()], current, schema, path)
         table = [s for s in scans if s[2].lower() == parts[-1].lower()]
         if len(scans) == 1 and table and not views:
             c, s, n = table[0]
@@ -157,27 +162,24 @@ class Identities:
             return TableId(c, s, n, True, c.lower() == at.lower())
         return None  # several candidates crowddb cannot order: unknown (withheld, or refused)
 
-    def _views(self, parts: tuple[str, ...]) -> list[tuple[str, str, str]]:
-        """Views the spelling may name, by DuckDB's search order: the temp catalog first, then the current database's
-        search path (qualified spellings: those qualifiers)."""
-        # the candidates and the search order, in one statement
-        current, schema, path, found = self.con.execute(
-            "SELECT current_database(), current_schema(), current_setting('search_path'), "
-            "(SELECT list((database_name, schema_name, view_name)) FROM duckdb_views() WHERE NOT internal AND "
-            "lower(view_name) = lower(?))", [parts[-1]]).fetchall()[0]
-        rows = [tuple(r) for r in found or ()]
-        if len(parts) == 3:
-            return [r for r in rows if r[0].lower() == parts[0].lower() and r[1].lower() == parts[1].lower()]
-        if len(parts) == 2:
-            return [r for r in rows if parts[0].lower() in (r[0].lower(), r[1].lower())]
-        schemas = {schema.lower(), *(p.strip().split(".")[-1].strip('"').lower() for p in path.split(",") if p.strip())}
-        return ([r for r in rows if r[0] == "temp"]
-                or [r for r in rows if r[0].lower() == current.lower() and r[1].lower() in schemas])
-
     def _table_shadows(self, table: tuple[str, str, str], view: tuple[str, str, str]) -> bool:
         """Whether the table the binder scanned is what the name reads rather than the view (the view does not
         merely read a table of its own name): only the temp catalog shadows; otherwise it is not decidable here."""
         return table[0] == "temp" and view[0] != "temp"
+
+
+def _views(parts: tuple[str, ...], rows: list[tuple[str, str, str]], current: str, schema: str, path: str
+           ) -> list[tuple[str, str, str]]:
+    """Of the views named like the spelling's last part (``rows``: catalog, schema, name), those it may name by
+    DuckDB's search order: the temp catalog first, then the current database's search path (qualified spellings:
+    those qualifiers)."""
+    if len(parts) == 3:
+        return [r for r in rows if r[0].lower() == parts[0].lower() and r[1].lower() == parts[1].lower()]
+    if len(parts) == 2:
+        return [r for r in rows if parts[0].lower() in (r[0].lower(), r[1].lower())]
+    schemas = {schema.lower(), *(p.strip().split(".")[-1].strip('"').lower() for p in path.split(",") if p.strip())}
+    return ([r for r in rows if r[0] == "temp"]
+            or [r for r in rows if r[0].lower() == current.lower() and r[1].lower() in schemas])
 
 
 def _scans(plan: dict) -> list[tuple[str, str, str]]:

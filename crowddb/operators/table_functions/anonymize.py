@@ -38,8 +38,7 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
     The algorithm reads only its columns (quasi-identifiers, the l-diversity column, hierarchy columns); the
     release is the input's frozen Arrow columns with each quasi-identifier replaced by a dictionary array (each
     class's labels, each row's label index), the rows gathered once in shuffled order."""
-    from ...anonymize import anonymize
-    from ...anonymize.api import check_request
+    from ...anonymize.api import anonymize_checked, check_request
 
     args = bind("ANONYMIZE", named, {
         "k": Param(int, 10), "method": Param(str, "mondrian"), "quasi_identifiers": Param(list, None),
@@ -71,9 +70,9 @@ def anonymize_table(ctx: OperatorContext, rows: TableInput, named: dict[str, Any
 
         @functools.cache
         def fresh():  # the release asked for, computed once; not at all when the rows are served from their boxes
-            return anonymize(frame, qi, args["k"], method=args["method"], strict=args["strict"],
-                             sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
-                             hierarchies=hierarchies)
+            return anonymize_checked(frame, qi, args["k"], method=args["method"], strict=args["strict"],
+                                     sensitive=args["sensitive"], l=args["l"], kinds=kinds or None, seed=seed,
+                                     hierarchies=hierarchies)
 
         extras = args["l"] is not None or args["sensitive"] is not None or bool(hierarchies)
         if extras:
