@@ -112,6 +112,22 @@ def test_only_the_algorithms_columns_leave_duckdb(db, monkeypatch):
     assert fetched == [["age", "sex", "zip", "hobby"]]
 
 
+def test_the_request_is_checked_once(db, monkeypatch):
+    """ANONYMIZE checks its request before it knows whether the release is computed, and the computation does not
+    check it again (one pass over the quasi-identifiers' NULLs), on a new release as on one computed again."""
+    from crowddb.anonymize import api
+
+    checked = []
+    original = api.validate
+    monkeypatch.setattr(api, "validate", lambda *args: checked.append(args[1]) or original(*args))
+    query = "SELECT count(*) FROM ANONYMIZE(people, k := 4, sensitive := 'hobby', l := 2)"
+    assert db.sql(query).fetchall() == [(len(people_frame()),)]
+    assert checked == [["age", "sex", "zip"]]
+    checked.clear()
+    anonymize(people_frame(), ["age", "sex"], 4)  # the function alone still checks
+    assert checked == [["age", "sex"]]
+
+
 def test_unknown_quasi_identifier_names_all_columns(db):
     with pytest.raises(crowddb.errors.UnknownColumnError,
                        match=r"unknown quasi-identifier\(s\) \['nope'\]; columns are \['id', 'age', 'sex', 'zip', "
