@@ -29,8 +29,10 @@ from sqlglot.dialects.duckdb import DuckDB
 from .._sql import DIALECT
 
 #: built-ins that read more than their arguments: session state (variables, settings, the query text, the search
-#: path), sequences, the catalog, the transaction; dates and times of "now" (harmless, but not a function of the row)
-_STATEFUL_PREFIXES = ("current_", "get_current_", "pg_", "has_", "txid_")
+#: path), sequences, the catalog (an ENUM's members: ``CREATE TYPE t AS ENUM (SELECT ...)`` stores a column's
+#: values in the catalog, and ``enum_range(NULL::t)`` reads them), the transaction; dates and times of "now"
+#: (harmless, but not a function of the row)
+_STATEFUL_PREFIXES = ("current_", "get_current_", "pg_", "has_", "txid_", "enum_")
 _STATEFUL = frozenset({"getvariable", "nextval", "currval", "setval", "in_search_path", "stats", "vector_type",
                        "now", "today", "transaction_timestamp", "version", "col_description", "obj_description",
                        "format_type", "shobj_description"})
@@ -48,6 +50,13 @@ def _pristine() -> tuple[frozenset[tuple], frozenset[str]]:
     allowed = {r[2].lower() for r in rows if r[3] in _KINDS and r[1] == "main" and r[6] and not r[7]}
     allowed = {n for n in allowed if n not in _STATEFUL and not n.startswith(_STATEFUL_PREFIXES)}
     return signatures, frozenset(allowed)
+
+
+@functools.cache
+def _pristine_types() -> frozenset[str]:
+    """The type names of a DuckDB without user types (which cannot take one of these names)."""
+    with duckdb.connect() as con:
+        return frozenset(r[0].lower() for r in con.execute("SELECT type_name FROM duckdb_types()").fetchall())
 
 
 def user_names(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
@@ -109,6 +118,11 @@ class Functions:
     def _verdict(self, node: exp.Expression) -> str | None:
         if isinstance(node, exp.PositionalColumn):
             return f"the positional reference {node.sql(DIALECT)}"
+        if isinstance(node, exp.DataType) and node.this == exp.DataType.Type.USERDEFINED and (
+                str(node.args.get("kind") or "").split(".")[-1].strip('"').lower() not in _pristine_types()):
+            # a user's type may be an ENUM of a column's values: a cast to it reads its members (NULL unless the
+            # value is one), so the result is not a function of the argument alone
+            return f"the user-defined type {node.sql(DIALECT)}"
         if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
             return f"the qualified call {node.sql(DIALECT)}"
         if not isinstance(node, exp.Func) or isinstance(node, _OPERATORS):

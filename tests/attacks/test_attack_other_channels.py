@@ -79,6 +79,15 @@ CASES = {
         ["CREATE TYPE secrets AS ENUM (SELECT DISTINCT secret FROM canary)"],
         (f"SELECT {op()} AS a FROM (SELECT age, sex, education_num, enum_first(NULL::secrets) AS workclass, "
          "hours_per_week, job FROM canary)"), None),
+    # (found by a probe of stop 43: the members, indexed by a quasi-identifier, were published as a core column)
+    "enum_members_indexed_by_a_quasi_identifier": (
+        ["CREATE TYPE secret_list AS ENUM (SELECT DISTINCT secret FROM canary)"],
+        (f"SELECT {op()} AS a FROM (SELECT age, sex, education_num, enum_range(NULL::secret_list)[c.age % 10 + 1] "
+         "AS workclass, hours_per_week, job FROM canary c)"), None),
+    "enum_members_by_a_cast_of_a_core_column": (
+        ["CREATE TYPE secret_pairs AS ENUM (SELECT DISTINCT secret FROM canary)"],
+        (f"SELECT {op()} AS a FROM (SELECT age, sex, education_num, coalesce(try_cast(c.job AS secret_pairs)::VARCHAR, "
+         "enum_last(NULL::secret_pairs)::VARCHAR) AS workclass, hours_per_week, job FROM canary c)"), None),
     "summarize_of_the_table": (
         [], (f"SELECT {op(DOMAIN_AB)} AS a FROM (SELECT max AS workclass, 40 AS hours_per_week "
              "FROM (SUMMARIZE canary))"), None),
