@@ -35,7 +35,10 @@ from .._sql import DIALECT
 _STATEFUL_PREFIXES = ("current_", "get_current_", "pg_", "has_", "txid_", "enum_")
 _STATEFUL = frozenset({"getvariable", "nextval", "currval", "setval", "in_search_path", "stats", "vector_type",
                        "now", "today", "transaction_timestamp", "version", "col_description", "obj_description",
-                       "format_type", "shobj_description"})
+                       "format_type", "shobj_description",
+                       # a type as a value: an ENUM of the user's prints its members (``typeof(x)`` of a column of
+                       # that type, ``make_type('t')::VARCHAR``, a bound plan's types), or casts to them
+                       "typeof", "make_type", "get_type", "cast_to_type", "replace_type", "json_serialize_plan"})
 _KINDS = ("scalar", "aggregate", "window", "macro")
 _SIGNATURE_COLUMNS = ("database_name, schema_name, function_name, function_type, parameter_types::VARCHAR, "
                       "return_type, internal")

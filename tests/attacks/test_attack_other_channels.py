@@ -88,6 +88,27 @@ CASES = {
         ["CREATE TYPE secret_pairs AS ENUM (SELECT DISTINCT secret FROM canary)"],
         (f"SELECT {op()} AS a FROM (SELECT age, sex, education_num, coalesce(try_cast(c.job AS secret_pairs)::VARCHAR, "
          "enum_last(NULL::secret_pairs)::VARCHAR) AS workclass, hours_per_week, job FROM canary c)"), None),
+    # a type as a value: the members of an ENUM made of a column, printed by what reads a type (stop 43)
+    "make_type_prints_the_members": (
+        ["CREATE TYPE secret_names AS ENUM (SELECT DISTINCT secret FROM canary)"],
+        (f"SELECT {op()} AS a FROM (SELECT age, sex, education_num, make_type('secret_names')::VARCHAR || "
+         "age::VARCHAR AS workclass, hours_per_week, job FROM canary)"), None),
+    "a_bound_plan_prints_a_columns_type": (
+        ["CREATE TYPE secret_plan AS ENUM (SELECT DISTINCT secret FROM canary)",
+         "CREATE TABLE typed (pid VARCHAR, w secret_plan)"],
+        (f"SELECT {op()} AS a FROM (SELECT age, sex, education_num, json_serialize_plan('SELECT w FROM typed') || "
+         "age::VARCHAR AS workclass, hours_per_week, job FROM canary)"), None),
+    "typeof_a_column_altered_to_the_type": (
+        ["CREATE TYPE secret_type AS ENUM (SELECT DISTINCT secret FROM canary)",
+         "CREATE TABLE altered AS SELECT pid, age, sex, education_num, hours_per_week, job, NULL::VARCHAR AS w "
+         "FROM canary", "ALTER TABLE altered ALTER COLUMN w SET DATA TYPE secret_type"],
+        (f"SELECT {op()} AS a FROM (SELECT age, sex, education_num, typeof(w) || age::VARCHAR AS workclass, "
+         "hours_per_week, job FROM altered)"), None),
+    "typeof_a_column_declared_of_the_type": (
+        ["CREATE TYPE secret_decl AS ENUM (SELECT DISTINCT secret FROM canary)",
+         "CREATE TABLE declared (pid VARCHAR, w secret_decl)", "INSERT INTO declared SELECT pid, NULL FROM canary"],
+        (f"SELECT {op()} AS a FROM (SELECT c.age, c.sex, c.education_num, typeof(d.w) AS workclass, "
+         "c.hours_per_week, c.job FROM canary c JOIN declared d USING (pid))"), None),
     "summarize_of_the_table": (
         [], (f"SELECT {op(DOMAIN_AB)} AS a FROM (SELECT max AS workclass, 40 AS hours_per_week "
              "FROM (SUMMARIZE canary))"), None),
