@@ -37,6 +37,7 @@ from .store.roles import (
     declared_tables,
     drop_column,
     is_key,
+    mark_chosen,
     relation_kind,
     rename_column,
     rename_table,
@@ -759,6 +760,31 @@ def follow(con: duckdb.DuckDBPyConnection, statement: exp.Expression,
     withheld = withheld_columns(statement)
     if withheld is not None:
         withhold(con, *withheld)
+    _mark_chosen(con, statement)
+
+
+def _mark_chosen(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> None:
+    """After ``statement`` ran: put on record a table whose rows it chose by a protected column (``selection.
+    chosen_by``): made or filled from such a query (or from such a table), cut by a DELETE, or set by an UPDATE whose
+    WHERE reads one. A later operator over the table is refused as over the clause itself."""
+    from .privacy.selection import chosen_by
+
+    fresh = isinstance(statement, exp.Create) and str(statement.args.get("kind", "")).upper() == "TABLE"
+    if fresh and statement.args.get("exists"):
+        return  # IF NOT EXISTS: an existing table was left as it was
+    if isinstance(statement, (exp.Delete, exp.Update)):
+        table, chooser = statement.this, statement
+    else:
+        found = filled_table(statement) if not isinstance(statement, exp.Alter) else None
+        table = found[0] if found else (statement.this.this if fresh and isinstance(statement.this, exp.Schema)
+                                        else statement.this if fresh else None)
+        chooser = (statement.meta.get(_SOURCE) or found[1]) if found else None
+    if not isinstance(table, exp.Table):
+        return
+    target = _target(con, table)
+    if target is None:
+        return
+    mark_chosen(con, target, chosen_by(con, chooser) if chooser is not None else None, fresh=fresh)
 
 
 def check_write(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> None:

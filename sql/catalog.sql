@@ -197,6 +197,15 @@ UNION ALL
 SELECT e.table_name, r.row_ref, e.history, e.k, r.release_no, r.box_id
 FROM entries e JOIN crowddb_ledger_rows r USING (release_no, box_id);
 
+-- Tables whose rows an earlier statement chose by a protected column: CREATE TABLE ... AS or INSERT ... SELECT with
+-- such a WHERE (or from such a table), a DELETE by one, an UPDATE whose WHERE reads one. A human operator over them
+-- is refused as it would be over the filter itself (privacy/selection.py): workers would learn the protected value
+-- from which rows they are shown. ``reason``: the clause, as the refusal quotes it.
+CREATE TABLE IF NOT EXISTS crowddb_chosen (
+    table_name  VARCHAR NOT NULL,     -- a table's key (privacy/identity.py)
+    reason      VARCHAR NOT NULL
+);
+
 -- Rows keep their identity: a table renamed, or made or filled from a table's rows (CREATE TABLE ... AS, INSERT ...
 -- SELECT), shares that table's privacy ledger and epsilon budget (store/links.py). ``carried``: JSON, the columns it
 -- holds unchanged copies of, {its column: the root's column}; the key among them ties its rows to the root's.

@@ -1,12 +1,13 @@
 """DuckDB says what a statement is: every statement, while anything is protected, is classified by DuckDB's own
 parser (``extract_statements``), not by crowddb's reading of the text, and each kind is handled or refused.
 
-- ``RUN``: its effect on roles, row identity and the ledgers is nothing (a query, a transaction, a setting, a DELETE,
-  a DROP, an ATTACH, a macro or view definition: a macro is opaque to lineage and a view is read through lineage
-  when used).
-- ``TRACK``: it creates, fills or changes stored columns (CREATE TABLE, INSERT, UPDATE, ALTER, COPY ... FROM): crowddb
-  reads it (sqlglot) and computes where roles go (``crowddb.lineage``); a statement of this kind that crowddb cannot
-  read is refused.
+- ``RUN``: its effect on roles, row identity and the ledgers is nothing (a query, a transaction, a setting, a DROP,
+  an ATTACH, a macro or view definition: a macro is opaque to lineage and a view is read through lineage when
+  used).
+- ``TRACK``: it creates, fills or changes stored columns (CREATE TABLE, INSERT, UPDATE, ALTER, COPY ... FROM), or
+  keeps rows a DELETE chooses: crowddb reads it (sqlglot) and computes where roles go, and whether the rows it keeps
+  were chosen by a protected column (``crowddb.lineage``); a statement of this kind that crowddb cannot read is
+  refused.
 - ``REFUSE``: a kind that writes stored columns through a path crowddb does not compute (MERGE, IMPORT DATABASE, COPY
   FROM DATABASE, a PREPARE'd statement run later, EXPLAIN ANALYZE of a write) or that it does not know, refused with
   the supported way to do it.
@@ -26,9 +27,10 @@ RUN, TRACK, REFUSE = "run", "track", "refuse"
 
 _T = duckdb.StatementType
 #: kinds that cannot move a protected value into a stored column (or that only read)
-_RUN_KINDS = {_T.SELECT, _T.TRANSACTION, _T.SET, _T.VARIABLE_SET, _T.DELETE, _T.DROP, _T.ATTACH, _T.DETACH,
+_RUN_KINDS = {_T.SELECT, _T.TRANSACTION, _T.SET, _T.VARIABLE_SET, _T.DROP, _T.ATTACH, _T.DETACH,
               _T.LOAD, _T.VACUUM, _T.ANALYZE, _T.EXPORT, _T.CREATE_FUNC}
-_TRACK_KINDS = {_T.CREATE, _T.INSERT, _T.UPDATE, _T.ALTER, _T.COPY}
+#: (a DELETE moves no value, but the rows it keeps may be chosen by a protected column: crowddb reads it too)
+_TRACK_KINDS = {_T.CREATE, _T.INSERT, _T.UPDATE, _T.ALTER, _T.COPY, _T.DELETE}
 #: the reason and the supported way, per refused kind
 _REFUSED = {
     _T.MERGE_INTO: "MERGE writes stored columns through paths crowddb does not follow; write the same with UPDATE ... "

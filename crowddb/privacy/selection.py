@@ -40,7 +40,8 @@ from sqlglot.schema import MappingSchema
 from .. import _sql, replacement
 from .._sql import DIALECT
 from ..errors import ArgumentError, PrivacyError
-from ..store.roles import DEFAULT_KEY, TableRoles, declared_tables, relation_kind, roles_of
+from ..store.roles import DEFAULT_KEY, TableRoles, chosen_reason, declared_tables, relation_kind, roles_of
+from . import identity
 from .functions import Functions
 
 #: what a refusal says is allowed instead
@@ -108,16 +109,31 @@ def check(con: duckdb.DuckDBPyConnection, tree: exp.Expression, scope: exp.Selec
         call.meta[TRUTH_ORIGINS] = origins
 
 
+#: what chooses the rows of a table an earlier statement filled without refusing a later operator over it: its
+#: key and row identity (ours: tables are combined by joins on the key, and which people two tables share tells no
+#: worker a protected value; an operator's own clause on the key is still refused)
+_FILLED_IGNORES = frozenset({"key", "rowid"})
+
+
 def chosen_by(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> str | None:
     """Why the rows ``statement`` keeps are chosen by a protected column ('WHERE occupation = 'x', which reads the
     ground truth adult.occupation'), or None: for a query that fills a table (CREATE TABLE ... AS, INSERT ...
-    SELECT) or a DELETE (its WHERE chooses the rows that stay), whose rows a later operator would publish as they
-    are. Read like an operator's derived input; a statement sqlglot cannot read is judged by its names."""
-    if isinstance(statement, exp.Delete):
+    SELECT), a DELETE (its WHERE chooses the rows that stay) or an UPDATE (its WHERE chooses the rows whose values
+    it sets), whose rows a later operator would publish as they are (``crowddb_chosen``). Read like an operator's
+    derived input, a key or row identity aside (``_FILLED_IGNORES``); a statement sqlglot cannot read is judged by
+    its names."""
+    if isinstance(statement, (exp.Delete, exp.Update)):
         where = statement.args.get("where")
         if where is None or not isinstance(statement.this, exp.Table):
             return None
-        statement = exp.select("*").from_(statement.this.copy()).where(where.this.copy())
+        query = exp.select("*").from_(statement.this.copy())
+        extra = statement.args.get("using") if isinstance(statement, exp.Delete) else None
+        from_ = None if isinstance(statement, exp.Delete) else statement.args.get("from_") or statement.args.get("from")
+        items = list(extra or []) + ([from_.this] if from_ is not None else [])
+        items += [j.this for j in statement.args.get("joins") or []]
+        for item in items:
+            query = query.join(item.copy(), join_type="cross")
+        statement = query.where(where.this.copy())
     if not isinstance(statement, exp.Query):
         return None
     analysis = _Statement(con, statement, lambda node: False)
@@ -130,7 +146,7 @@ def chosen_by(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> str 
             return str(err)
         return None
     root = analysis.scopes.get(id(analysis.copy))
-    return None if root is None else analysis.chosen(root, op=False, group=False)
+    return None if root is None else analysis.chosen(root, op=False, group=False, ignore=_FILLED_IGNORES)
 
 
 def with_answer_domain(con: duckdb.DuckDBPyConnection, op, call: exp.Expression, has_truth: bool, what: str):
@@ -171,6 +187,7 @@ class _Statement:
         self.con, self.is_human = con, is_human
         self.declared = bool(declared_tables(con))
         self.functions = Functions(con)
+        self.identities = identity.Identities(con)
         self._roles: dict[str, TableRoles | None] = {}
         self._catalog: dict[str, list[str]] = {}  # every table's and view's columns, as the catalog spells them
         for table, column in con.execute("SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal "
@@ -251,12 +268,21 @@ class _Statement:
         return f" (through {self.text(column)})"
 
     # ------------------------------------------------------------------------------------------- contexts
-    def chosen(self, top: Scope, *, op: bool, group: bool) -> str | None:
+    def chosen(self, top: Scope, *, op: bool, group: bool, ignore: frozenset[str] = frozenset()) -> str | None:
         """The first clause that chooses the rows of ``top`` (the operator's SELECT when ``op``) by a protected
-        column, as messages quote it ('WHERE h LIKE 'a%' in the CTE t, which reads ... (through h)'); else None."""
+        column, as messages quote it ('WHERE h LIKE 'a%' in the CTE t, which reads ... (through h)'), or the stored
+        table it reads whose rows an earlier statement chose so (``crowddb_chosen``); else None. ``ignore``: kinds of
+        protected column (``_Protected.kind``) not counted."""
         for context, where in self.contexts(top):
+            for alias, source in self._from_items(context):
+                if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+                    found = self.identities.of(source)  # (a temp table's mark is kept under its own key)
+                    mark = chosen_reason(self.con, found.key if found is not None else source.name)
+                    if mark is not None:
+                        return (f"the table {source.name} it reads{where} (an earlier statement chose its rows by "
+                                f"{mark})")
             for label, predicate, exempt, owner in self.clauses(context, op and context is top, group):
-                found = self.protected_in(predicate, owner, exempt)
+                found = self.protected_in(predicate, owner, exempt, ignore)
                 if found is not None:
                     column, protected = found
                     return (f"{label.format(self.text(predicate))}{where}, which reads {protected.text}"
@@ -380,15 +406,16 @@ class _Statement:
         return exprs
 
     # --------------------------------------------------------------------------------------------- judging
-    def protected_in(self, predicate: exp.Expression, scope: Scope, exempt: bool
-                     ) -> tuple[exp.Expression | None, _Protected] | None:
+    def protected_in(self, predicate: exp.Expression, scope: Scope, exempt: bool,
+                     ignore: frozenset[str] = frozenset()) -> tuple[exp.Expression | None, _Protected] | None:
         """The first protected thing ``predicate`` reads, with the column through which it reads it; None when it
-        reads none. ``exempt``: a key equated with (or IN) operators' answers only is not a selection by the key."""
+        reads none. ``exempt``: a key equated with (or IN) operators' answers only is not a selection by the key;
+        ``ignore``: kinds of protected thing not counted."""
         if exempt and self._key_matched_to_answers(predicate, scope):
             return None
         for column, leaf in self._leaves_of(predicate, scope):
             protected = self._protected(leaf)
-            if protected is not None:
+            if protected is not None and protected.kind not in ignore:
                 return column, protected
         return None
 

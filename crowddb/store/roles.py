@@ -218,8 +218,26 @@ def declared_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def rename_table(con: duckdb.DuckDBPyConnection, old: str, new: str) -> None:
-    """Roles follow ALTER TABLE old RENAME TO new."""
+    """Roles follow ALTER TABLE old RENAME TO new (and the mark of rows chosen by a protected column)."""
     con.execute("UPDATE crowddb_columns SET table_name = ? WHERE lower(table_name) = lower(?)", [new, old])
+    con.execute("UPDATE crowddb_chosen SET table_name = ? WHERE lower(table_name) = lower(?)", [new, old])
+
+
+def mark_chosen(con: duckdb.DuckDBPyConnection, table: str, reason: str | None, *, fresh: bool = False) -> None:
+    """Put on record that ``table``'s rows were chosen by a protected column (``reason``: the clause, as a refusal
+    quotes it); ``fresh``: a table made anew, whose earlier mark (a table of that name dropped) goes first. A mark
+    stays until the table is made again: rows added later do not unchoose the ones already there."""
+    if fresh:
+        con.execute("DELETE FROM crowddb_chosen WHERE lower(table_name) = lower(?)", [table])
+    if reason is not None:
+        con.execute("INSERT INTO crowddb_chosen VALUES (?, ?)", [table, reason])
+
+
+def chosen_reason(con: duckdb.DuckDBPyConnection, table: str) -> str | None:
+    """Why ``table``'s rows were chosen by a protected column (the first mark on record), or None."""
+    found = con.execute("SELECT reason FROM crowddb_chosen WHERE lower(table_name) = lower(?) ORDER BY rowid LIMIT 1",
+                        [table]).fetchall()
+    return found[0][0] if found else None
 
 
 def drop_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> None:

@@ -81,6 +81,42 @@ SELECTIONS = {
 }
 
 
+# rows an earlier statement chose by the protected column, stored in a table a crowd query then reads whole; the
+# answers are given (domain := [...]), so the ground truth's single value left in the table refuses nothing (stop 43:
+# all six leaked, and table_made_by_filter above was refused only for its one-value answer domain)
+DOMAIN_OP = "getposition(*, k := 5, assignments := 1, domain := ['a', 'b'])"
+STORED = {
+    "table_made_by_filter_answers_given": [
+        "CREATE TABLE sales AS SELECT * FROM adult WHERE occupation = 'Sales'",
+        f"SELECT id, {DOMAIN_OP} AS job FROM sales WHERE age > 75"],
+    "rows_kept_by_a_delete": [
+        "CREATE TABLE kept AS SELECT * FROM adult", "DELETE FROM kept WHERE occupation <> 'Sales'",
+        f"SELECT id, {DOMAIN_OP} AS job FROM kept WHERE age > 75"],
+    "rows_kept_by_a_delete_using": [
+        "CREATE TABLE kept2 AS SELECT * FROM adult",
+        "DELETE FROM kept2 USING adult b WHERE kept2.id = b.id AND b.occupation <> 'Sales'",
+        f"SELECT id, {DOMAIN_OP} AS job FROM kept2 WHERE age > 75"],
+    "rows_inserted_by_a_filter": [
+        "CREATE TABLE filled AS SELECT * FROM adult WHERE false",
+        "INSERT INTO filled SELECT * FROM adult WHERE occupation = 'Sales'",
+        f"SELECT id, {DOMAIN_OP} AS job FROM filled WHERE age > 75"],
+    "a_flag_set_by_an_update": [
+        "CREATE TABLE flagged AS SELECT * FROM adult", "ALTER TABLE flagged ADD COLUMN flag BOOLEAN DEFAULT false",
+        "UPDATE flagged SET flag = true WHERE occupation = 'Sales'",
+        f"SELECT id, {DOMAIN_OP} AS job FROM flagged WHERE age > 75 AND flag"],
+    "a_flag_set_by_an_update_from": [
+        "CREATE TABLE flagged2 AS SELECT id, age, sex, education_num, marital_status, race, workclass, hours_per_week, "
+        "false AS flag FROM adult",
+        "UPDATE flagged2 SET flag = true FROM adult b WHERE flagged2.id = b.id AND b.occupation = 'Sales'",
+        f"SELECT id, {DOMAIN_OP} AS job FROM flagged2 WHERE age > 75 AND flag"],
+    "a_copy_of_a_chosen_table": [
+        "CREATE TABLE chosen AS SELECT * FROM adult WHERE occupation = 'Sales'",
+        "CREATE TABLE copied AS SELECT * FROM chosen", "ALTER TABLE copied RENAME TO renamed",
+        f"SELECT id, {DOMAIN_OP} AS job FROM renamed WHERE age > 75"],
+}
+SELECTIONS.update(STORED)
+
+
 def shown_rows(env) -> tuple[int, Counter, list]:
     """Rows handed to the platform, the ground truths of the rows asked about, and the answer domains shown."""
     truths = Counter()
