@@ -62,3 +62,13 @@ def test_a_temp_table_keeps_its_mark_under_its_own_key(canary):  # noqa: F811
     canary.sql("CREATE TEMP TABLE few AS SELECT * FROM main.people WHERE secret < 'CANARY-0031'")
     with pytest.raises(PrivacyError, match="chosen by the table few it reads"):
         canary.sql(ASK.format("few"))
+
+
+def test_a_table_made_again_from_itself_or_renamed_stays_chosen(canary):  # noqa: F811
+    canary.sql("CREATE TABLE few AS SELECT * FROM people WHERE secret < 'CANARY-0031'")
+    canary.sql("CREATE OR REPLACE TABLE few AS SELECT * FROM few")
+    canary.sql("ALTER TABLE few RENAME TO renamed")
+    canary.sql("CREATE TABLE few AS SELECT * FROM renamed")
+    for table in ("few", "renamed"):
+        with pytest.raises(PrivacyError, match=f"chosen by the table {table} it reads"):
+            canary.sql(ASK.format(table))
