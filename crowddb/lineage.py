@@ -772,13 +772,15 @@ def _mark_chosen(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> N
     fresh = isinstance(statement, exp.Create) and str(statement.args.get("kind", "")).upper() == "TABLE"
     if fresh and statement.args.get("exists"):
         return  # IF NOT EXISTS: an existing table was left as it was
-    if isinstance(statement, (exp.Delete, exp.Update)):
+    found = None if isinstance(statement, (exp.Alter, exp.Delete, exp.Update)) else filled_table(statement)
+    if isinstance(statement, (exp.Delete, exp.Update)):  # its WHERE chooses the rows it keeps or sets
         table, chooser = statement.this, statement
+    elif found is not None:  # made or filled from a query (its names as they read before it ran)
+        table, chooser = found[0], statement.meta.get(_SOURCE) or found[1]
+    elif fresh:  # CREATE TABLE t (...): made empty, chosen by nothing
+        table, chooser = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this, None
     else:
-        found = filled_table(statement) if not isinstance(statement, exp.Alter) else None
-        table = found[0] if found else (statement.this.this if fresh and isinstance(statement.this, exp.Schema)
-                                        else statement.this if fresh else None)
-        chooser = (statement.meta.get(_SOURCE) or found[1]) if found else None
+        return
     if not isinstance(table, exp.Table):
         return
     target = _target(con, table)
