@@ -274,7 +274,7 @@ class _Statement:
         table it reads whose rows an earlier statement chose so (``crowddb_chosen``); else None. ``ignore``: kinds of
         protected column (``_Protected.kind``) not counted."""
         for context, where in self.contexts(top):
-            for alias, source in self._from_items(context):
+            for _, source in self._from_items(context):
                 if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
                     found = self.identities.of(source)  # (a temp table's mark is kept under its own key)
                     mark = chosen_reason(self.con, found.key if found is not None else source.name)
