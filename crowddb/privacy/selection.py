@@ -141,7 +141,7 @@ def chosen_by(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> str 
         select = statement if isinstance(statement, exp.Select) else statement.find(exp.Select)
         try:
             if select is not None:
-                analysis.refuse_by_name(select, "the statement")
+                analysis.refuse_by_name(select, "the statement", _FILLED_IGNORES)
         except PrivacyError as err:
             return str(err)
         return None
@@ -675,19 +675,22 @@ class _Statement:
                 out.add(origin)
         return frozenset(out)
 
-    def refuse_by_name(self, scope: exp.Select, what: str) -> None:
+    def refuse_by_name(self, scope: exp.Select, what: str, ignore: frozenset[str] = frozenset()) -> None:
         """sqlglot could not read the statement (``failed``): refuse when a clause that may choose the operator's
-        rows names a column the way a protected column of a table the statement reads is named (or ``rowid``)."""
+        rows names a column the way a protected column of a table the statement reads is named (or ``rowid``);
+        ``ignore``: kinds of protected column (``_Protected.kind``) not counted."""
         protected: dict[str, str] = {}
         for table in self.tree.find_all(exp.Table):
             if isinstance(table.this, exp.Identifier):
                 roles = self._roles_of(table.name)
-                for column in sorted(roles.protected if roles is not None else ()):
-                    protected.setdefault(column.lower(), f"{roles.table}.{column}")
-                if roles is not None:
-                    protected.setdefault("rowid", f"the row identity {roles.table}.rowid")
-                    if roles.key is None:
-                        protected.setdefault(DEFAULT_KEY, f"the key {roles.table}.{DEFAULT_KEY}")
+                if roles is None:
+                    continue
+                named = [(c, "sensitive") for c in roles.sensitive] + [(roles.ground_truth, "truth")]
+                named += [(roles.key, "key"), ("rowid", "rowid")] + [(DEFAULT_KEY, "key")] * (roles.key is None)
+                for column, kind in named:
+                    if column and kind not in ignore:
+                        protected.setdefault(column.lower(), f"the row identity {roles.table}.rowid"
+                                             if kind == "rowid" else f"{roles.table}.{column}")
         for select in [scope, *scope.find_all(exp.Select)]:
             for part in ("where", "joins", "having", "qualify", "order", "distinct", "group"):
                 value = select.args.get(part)
