@@ -273,7 +273,7 @@ def test_copies_and_renames_keep_roles(w):
     name, col = w.name, _base(w)
     w.ok(lambda: w.db.sql(f"CREATE VIEW {q(name)} AS SELECT * FROM base"))
     for source, copy, run in ((q("base"), f"{name} copy", w.db.sql), (q(name), f"{name} view copy", w.db.execute)):
-        w.ok(lambda s=source, c=copy, r=run: r(f"CREATE TABLE {q(c)} AS SELECT * FROM {s} WHERE job <> 'x--y'"))
+        w.ok(lambda s=source, c=copy, r=run: r(f"CREATE TABLE {q(c)} AS SELECT * FROM {s} WHERE sex <> 'x--y'"))
         assert w.db.con.execute("SELECT count(*) FROM crowddb_columns WHERE table_name = ?", [copy]).fetchall()[0][0]
         roles = w.ok(lambda c=copy: w.db.roles(c))
         assert (roles.quasi_identifiers, roles.ground_truth, roles.key) == ((col,), "job", "id"), roles
@@ -311,7 +311,7 @@ def adult(tmp_path):
 
 def test_a_quote_or_dashes_in_a_name_hide_no_copy(adult):
     """The issue's `CREATE TABLE "bob's copy" AS SELECT * FROM adult`, with a literal after it."""
-    adult.sql("""CREATE TABLE "bob's copy" AS SELECT * FROM adult WHERE job <> 'none'""")
+    adult.sql("""CREATE TABLE "bob's copy" AS SELECT * FROM adult WHERE sex <> 'none'""")
     adult.execute("""CREATE TABLE "a--b" AS SELECT id AS pid, age, job FROM adult""")
     assert adult.roles("bob's copy").ground_truth == "job" and adult.roles("bob's copy").key == "id"
     assert adult.roles("a--b").key == "pid" and adult.roles("a--b").ground_truth == "job"
