@@ -109,11 +109,9 @@ def check(con: duckdb.DuckDBPyConnection, tree: exp.Expression, scope: exp.Selec
         call.meta[TRUTH_ORIGINS] = origins
 
 
-#: what chooses the rows of a table an earlier statement filled without refusing a later operator over it: a key
-#: (or row identity) equated with a key, JOIN ... USING one (ours: tables are combined by joins on the key, and which
-#: people two tables share tells no worker a protected value; any other clause on the key still counts, and an
-#: operator's own join on the key is still refused). A statement sqlglot cannot read is judged by its names without
-#: its keys: a join cannot be told from a filter there
+#: what chooses the rows of a table an earlier statement filled without refusing a later operator over it: its
+#: key and row identity (ours: tables are combined by joins on the key, and which people two tables share tells no
+#: worker a protected value; an operator's own clause on the key is still refused)
 _FILLED_IGNORES = frozenset({"key", "rowid"})
 
 
@@ -148,7 +146,7 @@ def chosen_by(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> str 
             return str(err)
         return None
     root = analysis.scopes.get(id(analysis.copy))
-    return None if root is None else analysis.chosen(root, op=False, group=False, key_joins=True)
+    return None if root is None else analysis.chosen(root, op=False, group=False, ignore=_FILLED_IGNORES)
 
 
 def with_answer_domain(con: duckdb.DuckDBPyConnection, op, call: exp.Expression, has_truth: bool, what: str):
@@ -270,11 +268,11 @@ class _Statement:
         return f" (through {self.text(column)})"
 
     # ------------------------------------------------------------------------------------------- contexts
-    def chosen(self, top: Scope, *, op: bool, group: bool, key_joins: bool = False) -> str | None:
+    def chosen(self, top: Scope, *, op: bool, group: bool, ignore: frozenset[str] = frozenset()) -> str | None:
         """The first clause that chooses the rows of ``top`` (the operator's SELECT when ``op``) by a protected
         column, as messages quote it ('WHERE h LIKE 'a%' in the CTE t, which reads ... (through h)'), or the stored
-        table it reads whose rows an earlier statement chose so (``crowddb_chosen``); else None. ``key_joins``: a key
-        equated with a key (``_FILLED_IGNORES``) chooses nothing."""
+        table it reads whose rows an earlier statement chose so (``crowddb_chosen``); else None. ``ignore``: kinds of
+        protected column (``_Protected.kind``) not counted."""
         for context, where in self.contexts(top):
             for _, source in self._from_items(context):
                 if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
@@ -284,9 +282,7 @@ class _Statement:
                         return (f"the table {source.name} it reads{where} (an earlier statement chose its rows by "
                                 f"{mark})")
             for label, predicate, exempt, owner in self.clauses(context, op and context is top, group):
-                if key_joins and self._keys_joined(predicate, owner, label.startswith("JOIN ... USING")):
-                    continue
-                found = self.protected_in(predicate, owner, exempt)
+                found = self.protected_in(predicate, owner, exempt, ignore)
                 if found is not None:
                     column, protected = found
                     return (f"{label.format(self.text(predicate))}{where}, which reads {protected.text}"
@@ -410,33 +406,18 @@ class _Statement:
         return exprs
 
     # --------------------------------------------------------------------------------------------- judging
-    def protected_in(self, predicate: exp.Expression, scope: Scope, exempt: bool
-                     ) -> tuple[exp.Expression | None, _Protected] | None:
+    def protected_in(self, predicate: exp.Expression, scope: Scope, exempt: bool,
+                     ignore: frozenset[str] = frozenset()) -> tuple[exp.Expression | None, _Protected] | None:
         """The first protected thing ``predicate`` reads, with the column through which it reads it; None when it
-        reads none. ``exempt``: a key equated with (or IN) operators' answers only is not a selection by the key."""
+        reads none. ``exempt``: a key equated with (or IN) operators' answers only is not a selection by the key;
+        ``ignore``: kinds of protected thing not counted."""
         if exempt and self._key_matched_to_answers(predicate, scope):
             return None
         for column, leaf in self._leaves_of(predicate, scope):
             protected = self._protected(leaf)
-            if protected is not None:
+            if protected is not None and protected.kind not in ignore:
                 return column, protected
         return None
-
-    def _keys_joined(self, predicate: exp.Expression, scope: Scope, using: bool) -> bool:
-        """Is ``predicate`` a key (or row identity) equated with a key, or ``using`` (JOIN ... USING) a key?"""
-        if using:
-            sides = [predicate]
-        elif isinstance(predicate, (exp.EQ, exp.NullSafeEQ)):
-            sides = [predicate.this, predicate.expression]
-        elif isinstance(predicate, exp.In) and isinstance(predicate.args.get("query"), exp.Expression):
-            sides = [predicate.this, predicate.args["query"]]
-        else:
-            return False
-        for side in sides:
-            kinds = [self._protected(leaf) for leaf in self._side_leaves(side, scope)]
-            if not kinds or any(k is None or k.kind not in _FILLED_IGNORES for k in kinds):
-                return False
-        return True
 
     def _key_matched_to_answers(self, predicate: exp.Expression, scope: Scope) -> bool:
         if isinstance(predicate, (exp.EQ, exp.NullSafeEQ)):
@@ -704,15 +685,12 @@ class _Statement:
                 roles = self._roles_of(table.name)
                 if roles is None:
                     continue
-                kinds = {c: "sensitive" for c in roles.sensitive}
-                kinds.update({c: kind for c, kind in ((roles.ground_truth, "truth"), (roles.key, "key")) if c})
-                for column in sorted(kinds):
-                    if kinds[column] not in ignore:
-                        protected.setdefault(column.lower(), f"{roles.table}.{column}")
-                if "rowid" not in ignore:
-                    protected.setdefault("rowid", f"the row identity {roles.table}.rowid")
-                if roles.key is None and "key" not in ignore:
-                    protected.setdefault(DEFAULT_KEY, f"the key {roles.table}.{DEFAULT_KEY}")
+                named = [(c, "sensitive") for c in roles.sensitive] + [(roles.ground_truth, "truth")]
+                named += [(roles.key, "key"), ("rowid", "rowid")] + [(DEFAULT_KEY, "key")] * (roles.key is None)
+                for column, kind in named:
+                    if column and kind not in ignore:
+                        protected.setdefault(column.lower(), f"the row identity {roles.table}.rowid"
+                                             if kind == "rowid" else f"{roles.table}.{column}")
         for select in [scope, *scope.find_all(exp.Select)]:
             for part in ("where", "joins", "having", "qualify", "order", "distinct", "group"):
                 value = select.args.get(part)
