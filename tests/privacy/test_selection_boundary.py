@@ -211,8 +211,11 @@ def test_a_filter_on_an_earlier_operators_answers_is_not_a_protected_column(db):
 @pytest.mark.parametrize("statement, chosen", [
     ("CREATE TABLE s AS SELECT * FROM adult WHERE occupation IN ('Sales', 'Tech-support')",
      "WHERE occupation IN ('Sales', 'Tech-support'), which reads the ground truth adult.occupation"),
-    ("INSERT INTO s SELECT * FROM adult WHERE age > 80 ORDER BY id LIMIT 5",
-     "ORDER BY id with a LIMIT, which reads the key adult.id"),
+    # (ours: a key or rowid marks no table a statement fills: joins on the key combine tables, and a foreign key
+    # or a key filter cannot be told from them here; an operator's own clause on the key is still refused)
+    ("INSERT INTO s SELECT * FROM adult WHERE age > 80 ORDER BY id LIMIT 5", None),
+    ("INSERT INTO s SELECT * FROM adult WHERE age > 80 ORDER BY occupation LIMIT 5",
+     "ORDER BY occupation with a LIMIT, which reads the ground truth adult.occupation"),
     ("DELETE FROM adult WHERE occupation <> 'Sales'", "WHERE occupation <> 'Sales', which reads the ground truth"),
     ("CREATE TABLE s AS SELECT * FROM adult WHERE age > 80", None),
     ("DELETE FROM adult WHERE age < 30", None),
